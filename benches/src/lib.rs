@@ -1,0 +1,1 @@
+//! Benchmarks of breakerbank live in `benches/`; this library is empty.

@@ -1,0 +1,1066 @@
+//! The public face: [`Bank`], [`Dependency`], admission, permits, calls.
+
+use crate::clock::{Clock, Instant, ManualClock, MonotonicClock};
+use crate::events::{Event, EventBus, EventKind};
+use crate::fallback::{DependencyUnavailable, Fallback, StaleCache, STALE_CACHE_CAPACITY};
+use crate::metrics::{bump, DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
+use crate::partition::{Partition, Resolved, Table, GLOBAL, OVERFLOW};
+use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
+use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
+use crate::state::word::{Phase, Word};
+use crate::sync::{CachePadded, Ordering, StdArc};
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+/// The only error of admission: a tenant-scoped dependency needs a tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmitError {
+    /// `None` or `Some("")` on a tenant-scoped dependency; it never guesses.
+    TenantRequired,
+}
+
+impl fmt::Display for AdmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdmitError::TenantRequired => {
+                f.write_str("this dependency is tenant-scoped: a non-empty tenant id is required")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AdmitError {}
+
+/// Why a call was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The breaker is open.
+    Open,
+    /// Half-open and every probe slot is taken (C7).
+    ProbeBudget,
+    /// Forced open by an operator (C11).
+    ForcedOpen,
+    /// The caller's deadline had already expired (C10).
+    DeadlineExpired,
+}
+
+impl RejectReason {
+    /// `"open"`, `"probe_budget"`, `"forced_open"` or `"deadline_expired"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Open => "open",
+            RejectReason::ProbeBudget => "probe_budget",
+            RejectReason::ForcedOpen => "forced_open",
+            RejectReason::DeadlineExpired => "deadline_expired",
+        }
+    }
+}
+
+/// A refused call and the fallback to serve instead.
+#[derive(Clone, Copy, Debug)]
+pub struct Rejection<'a> {
+    /// Why.
+    pub reason: RejectReason,
+    /// The dependency's declared fallback.
+    pub fallback: &'a Fallback,
+    /// Time until the next probe can be admitted (for `Open`).
+    pub retry_after: Option<Duration>,
+}
+
+/// The outcome of a call, recorded through its permit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The dependency answered well.
+    Success,
+    /// The dependency failed (also past the deadline, if it had failed).
+    Failure,
+    /// The caller gave up or its deadline expired first: neither (C10).
+    Cancelled,
+}
+
+/// A permit as plain data, for bindings that cannot hold a borrow.
+///
+/// Recorded with [`Dependency::record_raw`]. `started_ns` is `u64::MAX`
+/// unless the dependency has `slow_call`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RawPermit {
+    /// The partition's slot in its dependency (0: global or overflow).
+    pub slot: u32,
+    /// The generation the permit belongs to (C13).
+    pub generation: u32,
+    /// Whether it holds a probe slot (C7).
+    pub probe: bool,
+    /// Admission time on the bank's clock, for `slow_call`.
+    pub started_ns: u64,
+}
+
+const NOT_TIMED: u64 = u64::MAX;
+
+/// Permission to make one call. Record its outcome; dropping it unrecorded
+/// records [`Outcome::Cancelled`] (C13).
+#[derive(Debug)]
+pub struct Permit<'a> {
+    dep: &'a Dependency,
+    raw: RawPermit,
+    done: bool,
+}
+
+impl Permit<'_> {
+    /// Whether this call is a half-open probe.
+    pub fn is_probe(&self) -> bool {
+        self.raw.probe
+    }
+
+    /// The generation this permit belongs to.
+    pub fn generation(&self) -> u32 {
+        self.raw.generation
+    }
+
+    /// Records the call's outcome.
+    pub fn record(mut self, outcome: Outcome) {
+        self.done = true;
+        self.dep.record_raw(self.raw, outcome);
+    }
+
+    /// The permit as plain data; the caller now owes exactly one
+    /// [`Dependency::record_raw`] (nothing is recorded on drop).
+    pub fn into_raw(mut self) -> RawPermit {
+        self.done = true;
+        self.raw
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.dep.record_raw(self.raw, Outcome::Cancelled);
+        }
+    }
+}
+
+/// The answer to an admission.
+#[derive(Debug)]
+pub enum Decision<'a> {
+    /// Go ahead; record the outcome through the permit.
+    Admitted(Permit<'a>),
+    /// Do not call; serve the fallback.
+    Rejected(Rejection<'a>),
+}
+
+/// What [`Dependency::call`] and friends return on error.
+#[derive(Debug)]
+pub enum CallError<E> {
+    /// The call ran and failed with this error.
+    Inner(E),
+    /// Not admitted and the fallback could not serve (C4).
+    Unavailable(DependencyUnavailable),
+    /// The deadline had already expired (C10).
+    DeadlineExpired,
+    /// A tenant-scoped dependency was called without a tenant.
+    TenantRequired,
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Inner(e) => write!(f, "{e}"),
+            CallError::Unavailable(u) => write!(f, "{u}"),
+            CallError::DeadlineExpired => f.write_str("the call's deadline had already expired"),
+            CallError::TenantRequired => fmt::Display::fmt(&AdmitError::TenantRequired, f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for CallError<E> {}
+
+/// Options of [`Dependency::call_with`]: the stale-cache key and a
+/// degraded behaviour (returning `None` when it cannot serve).
+pub struct CallOptions<'a, T> {
+    /// Key of the value in the stale cache (`stale` fallbacks).
+    pub cache_key: Option<&'a str>,
+    /// The degraded behaviour (`degraded` fallbacks).
+    pub degraded: Option<Box<dyn FnOnce() -> Option<T> + 'a>>,
+}
+
+impl<T> Default for CallOptions<'_, T> {
+    fn default() -> Self {
+        Self {
+            cache_key: None,
+            degraded: None,
+        }
+    }
+}
+
+impl<T> fmt::Debug for CallOptions<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("cache_key", &self.cache_key)
+            .field("degraded", &self.degraded.is_some())
+            .finish()
+    }
+}
+
+/// A breaker open past its dependency's recovery bound (C15).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stuck {
+    /// The dependency.
+    pub dependency: String,
+    /// The partition.
+    pub partition: String,
+    /// Since the trip that began the episode.
+    pub open_for: Duration,
+}
+
+enum Parts {
+    Global(CachePadded<Partition>),
+    Tenant(Table),
+}
+
+pub(crate) struct DepInner {
+    id: u32,
+    config: DependencyConfig,
+    policy: Policy,
+    rate: Option<(f64, u64)>,
+    clock: StdArc<dyn Clock>,
+    parts: Parts,
+    stale: Option<StaleCache>,
+    events: StdArc<EventBus>,
+}
+
+/// One dependency of a bank: resolve once with [`Bank::dependency`], clone
+/// freely (an `Arc`), call on the hot path.
+#[derive(Clone)]
+pub struct Dependency {
+    inner: StdArc<DepInner>,
+}
+
+impl fmt::Debug for Dependency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dependency")
+            .field("name", &self.inner.config.name)
+            .field("isolation", &self.inner.config.isolation)
+            .finish()
+    }
+}
+
+/// Where one admission goes.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    slot: u32,
+    part: &'a Partition,
+    owner: u64,
+    overflow: bool,
+}
+
+impl Dependency {
+    fn new(
+        id: u32,
+        config: DependencyConfig,
+        clock: StdArc<dyn Clock>,
+        events: StdArc<EventBus>,
+    ) -> Self {
+        let (consecutive, rate, window) = match config.trip {
+            TripPolicy::ConsecutiveFailures(n) => (Some(n), None, None),
+            TripPolicy::FailureRate {
+                rate,
+                min_calls,
+                window,
+            } => (None, Some((rate, u64::from(min_calls))), Some(window)),
+        };
+        let policy = Policy {
+            consecutive_failures: consecutive,
+            probe_budget: config.probe_budget,
+            success_threshold: config.success_threshold,
+            open_duration: config.open_duration,
+            backoff: config.backoff.map(|b| (b.multiplier, b.max)),
+        };
+        let parts = match config.isolation {
+            Isolation::Global => {
+                Parts::Global(CachePadded::new(Partition::new(Word::FRESH, window)))
+            }
+            Isolation::Tenant => Parts::Tenant(Table::new(config.max_tenants, window)),
+        };
+        let stale = matches!(config.fallback, Fallback::Stale { .. })
+            .then(|| StaleCache::new(STALE_CACHE_CAPACITY));
+        Self {
+            inner: StdArc::new(DepInner {
+                id,
+                config,
+                policy,
+                rate,
+                clock,
+                parts,
+                stale,
+                events,
+            }),
+        }
+    }
+
+    /// The dependency's name.
+    pub fn name(&self) -> &str {
+        &self.inner.config.name
+    }
+
+    /// Its index in the bank (stable; what the C API calls its id).
+    pub fn id(&self) -> u32 {
+        self.inner.id
+    }
+
+    /// Whether each tenant has its own breaker.
+    pub fn is_tenant_scoped(&self) -> bool {
+        self.inner.config.isolation == Isolation::Tenant
+    }
+
+    /// The declared fallback.
+    pub fn fallback(&self) -> &Fallback {
+        &self.inner.config.fallback
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &DependencyConfig {
+        &self.inner.config
+    }
+
+    /// Calls at least this slow count as failures.
+    pub fn slow_call(&self) -> Option<Duration> {
+        self.inner.config.slow_call
+    }
+
+    /// Now, on the bank's clock.
+    pub fn now(&self) -> Instant {
+        self.inner.clock.now()
+    }
+
+    fn tenant<'t>(&self, tenant: Option<&'t str>) -> Result<Option<&'t str>, AdmitError> {
+        match (&self.inner.parts, tenant) {
+            (Parts::Global(_), _) => Ok(None),
+            (Parts::Tenant(_), Some(t)) if !t.is_empty() => Ok(Some(t)),
+            (Parts::Tenant(_), _) => Err(AdmitError::TenantRequired),
+        }
+    }
+
+    /// Resolves (creating if needed) the partition for an admission.
+    #[inline]
+    fn target(&self, tenant: Option<&str>) -> Target<'_> {
+        match (&self.inner.parts, tenant) {
+            (Parts::Global(p), _) => Target {
+                slot: 0,
+                part: p,
+                owner: 0,
+                overflow: false,
+            },
+            (Parts::Tenant(t), Some(name)) => match t.get_or_insert(name) {
+                Some(Resolved { slot, part, owner }) => {
+                    part.touch(t.tick());
+                    Target {
+                        slot,
+                        part,
+                        owner,
+                        overflow: false,
+                    }
+                }
+                None => Target {
+                    slot: 0,
+                    part: &t.overflow,
+                    owner: 0,
+                    overflow: true,
+                },
+            },
+            (Parts::Tenant(t), None) => Target {
+                slot: 0,
+                part: &t.overflow,
+                owner: 0,
+                overflow: true,
+            },
+        }
+    }
+
+    fn partition_by_slot(&self, slot: u32) -> Option<&Partition> {
+        match &self.inner.parts {
+            Parts::Global(p) => (slot == 0).then_some(&**p),
+            Parts::Tenant(t) => t.get(slot),
+        }
+    }
+
+    fn partition_name(&self, slot: u32, part: &Partition) -> String {
+        match &self.inner.parts {
+            Parts::Global(_) => GLOBAL.to_string(),
+            Parts::Tenant(_) if slot == 0 => OVERFLOW.to_string(),
+            Parts::Tenant(_) => part
+                .key()
+                .map_or_else(|| OVERFLOW.to_string(), |k| k.to_string()),
+        }
+    }
+
+    /// Asks to make one call (C7, C10, C12).
+    ///
+    /// On a closed breaker this is one atomic load (plus the tenant lookup
+    /// for tenant-scoped dependencies); it reads the clock only for a
+    /// deadline, a `slow_call` policy, or an open breaker.
+    ///
+    /// ```
+    /// use breakerbank::{Bank, Decision, Outcome, Profile};
+    /// let bank = Bank::new(Profile::from_yaml(r#"
+    /// dependencies:
+    ///   payments_client:
+    ///     isolation: tenant
+    ///     trip: {consecutive_failures: 5}
+    ///     open_duration: 30s
+    ///     half_open: {probe_budget: 2, success_threshold: 3}
+    ///     fallback: {kind: error, code: PAYMENT_UNAVAILABLE}
+    ///     recovery_bound: 5m
+    /// "#).unwrap());
+    /// let payments = bank.dependency("payments_client").unwrap();
+    /// match payments.admit(Some("acme"), None).unwrap() {
+    ///     Decision::Admitted(permit) => permit.record(Outcome::Success),
+    ///     Decision::Rejected(r) => panic!("closed breaker refused: {:?}", r.reason),
+    /// };
+    /// ```
+    #[inline]
+    pub fn admit(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Result<Decision<'_>, AdmitError> {
+        let tenant = self.tenant(tenant)?;
+        let inner = &*self.inner;
+        let mut target = self.target(tenant);
+        if let Some(d) = deadline {
+            let now = inner.clock.now();
+            if now >= d {
+                bump(&target.part.stats().deadline_expired_total);
+                return Ok(Decision::Rejected(Rejection {
+                    reason: RejectReason::DeadlineExpired,
+                    fallback: &inner.config.fallback,
+                    retry_after: None,
+                }));
+            }
+        }
+        loop {
+            if target.overflow {
+                bump(&target.part.stats().partition_overflow_total);
+            }
+            let owner = target.owner;
+            let part = target.part;
+            let Some((adm, t)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
+                owner == 0 || part.owned_by(w, owner)
+            }) else {
+                // The slot was recycled under us: resolve the tenant again.
+                target = self.target(tenant);
+                continue;
+            };
+            if let Some(t) = t {
+                self.on_transition(target.slot, part, &t, EventKind::Transition);
+            }
+            return Ok(match adm {
+                Admission::Admit { generation, probe } => {
+                    let started_ns = if inner.config.slow_call.is_some() {
+                        inner.clock.now().as_nanos()
+                    } else {
+                        NOT_TIMED
+                    };
+                    Decision::Admitted(Permit {
+                        dep: self,
+                        raw: RawPermit {
+                            slot: target.slot,
+                            generation,
+                            probe,
+                            started_ns,
+                        },
+                        done: false,
+                    })
+                }
+                Admission::Refuse {
+                    refusal,
+                    retry_after,
+                } => {
+                    let stats = part.stats();
+                    let reason = match refusal {
+                        Refusal::Open => {
+                            bump(&stats.rejected_open_total);
+                            self.check_stuck(target.slot, part);
+                            RejectReason::Open
+                        }
+                        Refusal::ProbeBudget => {
+                            bump(&stats.probe_rejects_total);
+                            RejectReason::ProbeBudget
+                        }
+                        Refusal::ForcedOpen => {
+                            bump(&stats.forced_open_rejects_total);
+                            RejectReason::ForcedOpen
+                        }
+                    };
+                    Decision::Rejected(Rejection {
+                        reason,
+                        fallback: &inner.config.fallback,
+                        retry_after,
+                    })
+                }
+                Admission::Vacant => {
+                    target = self.target(tenant);
+                    continue;
+                }
+            });
+        }
+    }
+
+    /// Records the outcome of a permit given as plain data (C13).
+    ///
+    /// A permit of an older generation, or of a partition evicted since,
+    /// is counted as late and changes nothing else; a probe permit always
+    /// returns its slot. Each permit must be recorded once.
+    pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) {
+        let inner = &*self.inner;
+        let Some(part) = self.partition_by_slot(permit.slot) else {
+            return;
+        };
+        let mut verdict = match outcome {
+            Outcome::Success => Verdict::Success,
+            Outcome::Failure => Verdict::Failure,
+            Outcome::Cancelled => Verdict::Cancelled,
+        };
+        if let (Verdict::Success, Some(slow)) = (verdict, inner.config.slow_call) {
+            if permit.started_ns != NOT_TIMED {
+                let took = inner
+                    .clock
+                    .now()
+                    .saturating_duration_since(Instant::from_nanos(permit.started_ns));
+                if took >= slow {
+                    verdict = Verdict::Failure;
+                }
+            }
+        }
+        let mut trip = false;
+        if let (Some((rate, min_calls)), Some(window), false) =
+            (inner.rate, &part.window, permit.probe)
+        {
+            if verdict != Verdict::Cancelled {
+                let w = part.cell.load();
+                if w.phase() == Phase::Closed && w.generation() == permit.generation {
+                    let now = inner.clock.now().as_nanos();
+                    window.record(now, verdict == Verdict::Failure);
+                    if verdict == Verdict::Failure {
+                        let (calls, fails) = window.totals(now);
+                        trip = calls >= min_calls && (fails as f64) >= rate * calls as f64;
+                    }
+                }
+            }
+        }
+        let r = part.cell.record(
+            &inner.policy,
+            &*inner.clock,
+            permit.generation,
+            permit.probe,
+            verdict,
+            trip,
+        );
+        match r {
+            Recorded::Late => bump(&part.stats().late_records_total),
+            Recorded::Applied | Recorded::Transition(_) => match verdict {
+                Verdict::Failure => bump(&part.stats().failures_total),
+                Verdict::Cancelled => bump(&part.stats().cancelled_total),
+                Verdict::Success => {}
+            },
+        }
+        if let Recorded::Transition(t) = r {
+            self.on_transition(permit.slot, part, &t, EventKind::Transition);
+        }
+    }
+
+    fn on_transition(&self, slot: u32, part: &Partition, t: &Transition, kind: EventKind) {
+        let inner = &*self.inner;
+        let now = inner.clock.now();
+        part.stats().on_transition(t.from, t.to, now);
+        if t.from == Phase::Closed && t.to == Phase::Open {
+            if let Some(w) = &part.window {
+                w.clear();
+            }
+        }
+        inner.events.emit(|| Event {
+            kind,
+            dependency: inner.config.name.clone(),
+            partition: self.partition_name(slot, part),
+            at: now,
+            from: Some(State::from_phase(t.from)),
+            to: Some(State::from_phase(t.to)),
+        });
+    }
+
+    /// Announces a stuck episode once (C15); true while stuck.
+    fn check_stuck(&self, slot: u32, part: &Partition) -> Option<Duration> {
+        let inner = &*self.inner;
+        let phase = part.cell.load().phase();
+        if !matches!(phase, Phase::Open | Phase::HalfOpen) {
+            return None;
+        }
+        let stats = part.stats_if_any()?;
+        let start = stats.episode_start()?;
+        let now = inner.clock.now();
+        let open_for = now.saturating_duration_since(start);
+        if open_for < inner.config.recovery_bound {
+            return None;
+        }
+        if stats.take_stuck_alert(now, inner.config.recovery_bound) {
+            inner.events.emit(|| Event {
+                kind: EventKind::Stuck,
+                dependency: inner.config.name.clone(),
+                partition: self.partition_name(slot, part),
+                at: now,
+                from: None,
+                to: Some(State::from_phase(phase)),
+            });
+        }
+        Some(open_for)
+    }
+
+    /// The state of a partition (C11); an unseen or evicted tenant reads as
+    /// a fresh partition (forced open after a dependency-wide force), and
+    /// asking never creates one.
+    pub fn state(&self, tenant: Option<&str>) -> Result<State, AdmitError> {
+        let tenant = self.tenant(tenant)?;
+        Ok(match (&self.inner.parts, tenant) {
+            (Parts::Global(p), _) => State::from_phase(p.cell.load().phase()),
+            (Parts::Tenant(t), Some(name)) => match t.lookup(name) {
+                Some(r) => State::from_phase(r.part.cell.load().phase()),
+                None if t.forced_all.load(Ordering::Acquire) => State::ForcedOpen,
+                None => State::Closed,
+            },
+            (Parts::Tenant(_), None) => State::Closed,
+        })
+    }
+
+    fn operate(&self, tenant: Option<&str>, kind: EventKind) {
+        let action: fn(Word) -> Option<(Word, Transition)> = match kind {
+            EventKind::ForcedOpen => machine::force_open,
+            _ => machine::reset,
+        };
+        let apply = |slot: u32, part: &Partition, owner: u64| {
+            if let Some(t) = part
+                .cell
+                .operate(action, |w| owner == 0 || part.owned_by(w, owner))
+            {
+                self.on_transition(slot, part, &t, kind);
+            }
+        };
+        match (&self.inner.parts, tenant.filter(|t| !t.is_empty())) {
+            (Parts::Global(p), _) => apply(0, p, 0),
+            (Parts::Tenant(t), Some(name)) => {
+                let target = match kind {
+                    // Forcing an unseen tenant open must isolate it: create it.
+                    EventKind::ForcedOpen => self.target(Some(name)),
+                    _ => match t.lookup(name) {
+                        Some(r) => Target {
+                            slot: r.slot,
+                            part: r.part,
+                            owner: r.owner,
+                            overflow: false,
+                        },
+                        None => return,
+                    },
+                };
+                apply(target.slot, target.part, target.owner);
+            }
+            (Parts::Tenant(t), None) => {
+                // Release: partitions created after this see the flag.
+                t.forced_all
+                    .store(kind == EventKind::ForcedOpen, Ordering::Release);
+                for (slot, part, _) in t.live() {
+                    apply(slot, part, 0);
+                }
+                apply(0, &t.overflow, 0);
+            }
+        }
+    }
+
+    /// Forces a partition closed: new generation, counters cleared (C11).
+    /// `None` on a tenant-scoped dependency resets every partition and ends
+    /// a dependency-wide `force_open`.
+    pub fn reset(&self, tenant: Option<&str>) {
+        self.operate(tenant, EventKind::Reset)
+    }
+
+    /// Isolates a partition until [`reset`](Self::reset) (C11). `None` on a
+    /// tenant-scoped dependency isolates every partition, including tenants
+    /// first seen afterwards.
+    pub fn force_open(&self, tenant: Option<&str>) {
+        self.operate(tenant, EventKind::ForcedOpen)
+    }
+
+    fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String) {
+        match (&self.inner.parts, tenant) {
+            (Parts::Global(p), _) => (0, p, GLOBAL.to_string()),
+            (Parts::Tenant(t), Some(name)) => match t.lookup(name) {
+                Some(r) => (r.slot, r.part, name.to_string()),
+                None => (0, &t.overflow, OVERFLOW.to_string()),
+            },
+            (Parts::Tenant(t), None) => (0, &t.overflow, OVERFLOW.to_string()),
+        }
+    }
+
+    /// Serves the declared fallback for a rejection (C3, C4): the one place
+    /// fallbacks are chosen and counted. `stale` serves the last good value
+    /// for (tenant or `global`, `cache_key`) no older than `max_staleness`;
+    /// `degraded` runs `degraded` (`None` from it means it failed); `error`
+    /// always yields [`DependencyUnavailable`] with the code. A fallback
+    /// never turns into a recorded success.
+    pub fn serve_fallback<T: Clone + Send + Sync + 'static>(
+        &self,
+        tenant: Option<&str>,
+        rejection: &Rejection<'_>,
+        cache_key: Option<&str>,
+        degraded: Option<impl FnOnce() -> Option<T>>,
+    ) -> Result<T, DependencyUnavailable> {
+        let inner = &*self.inner;
+        let tenant = self.tenant(tenant).ok().flatten();
+        let (_, part, partition) = self.resolve_existing(tenant);
+        let stats = part.stats();
+        let unavailable = |code: Option<String>| DependencyUnavailable {
+            dependency: inner.config.name.clone(),
+            partition: partition.clone(),
+            code,
+            retry_after: rejection.retry_after,
+        };
+        match &inner.config.fallback {
+            Fallback::Error { code } => {
+                bump(&stats.fallback_error_total);
+                Err(unavailable(Some(code.clone())))
+            }
+            Fallback::Degraded => match degraded.and_then(|f| f()) {
+                Some(v) => {
+                    bump(&stats.fallback_degraded_total);
+                    Ok(v)
+                }
+                None => {
+                    bump(&stats.fallback_failures_total);
+                    Err(unavailable(None))
+                }
+            },
+            Fallback::Stale { max_staleness } => {
+                let owner = tenant.unwrap_or(GLOBAL);
+                let hit = match (&inner.stale, cache_key) {
+                    (Some(c), Some(k)) => c.get::<T>(owner, k, inner.clock.now(), *max_staleness),
+                    _ => None,
+                };
+                match hit {
+                    Some(v) => {
+                        bump(&stats.fallback_stale_total);
+                        Ok(v)
+                    }
+                    None => {
+                        bump(&stats.fallback_failures_total);
+                        Err(unavailable(None))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stores a good value for `stale` fallbacks (a no-op for other kinds).
+    pub fn cache_put<T: Clone + Send + Sync + 'static>(
+        &self,
+        tenant: Option<&str>,
+        key: &str,
+        value: T,
+    ) {
+        if let Some(c) = &self.inner.stale {
+            let owner = self.tenant(tenant).ok().flatten().unwrap_or(GLOBAL);
+            c.put(owner, key, self.inner.clock.now(), value);
+        }
+    }
+
+    fn reject_to_error<T, E>(
+        &self,
+        tenant: Option<&str>,
+        r: &Rejection<'_>,
+    ) -> Result<T, CallError<E>> {
+        if r.reason == RejectReason::DeadlineExpired {
+            return Err(CallError::DeadlineExpired);
+        }
+        self.serve_fallback::<()>(tenant, r, None, None::<fn() -> Option<()>>)
+            .map_err(CallError::Unavailable)
+            .map(|_| unreachable_value())
+    }
+
+    /// Runs `f` if admitted and records its outcome; otherwise serves the
+    /// fallback, which with no cache key or degraded behaviour can only be
+    /// [`CallError::Unavailable`]. See [`call_with`](Self::call_with).
+    pub fn call<T, E>(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        match self
+            .admit(tenant, deadline)
+            .map_err(|_| CallError::TenantRequired)?
+        {
+            Decision::Admitted(p) => finish(p, f()),
+            Decision::Rejected(r) => self.reject_to_error(tenant, &r),
+        }
+    }
+
+    /// Like [`call`](Self::call), with a stale-cache key and a degraded
+    /// behaviour: a success is cached under `cache_key` for `stale`
+    /// fallbacks; a rejection serves the declared fallback (C3, C4).
+    ///
+    /// ```
+    /// use breakerbank::{Bank, CallError, CallOptions, Profile};
+    /// let bank = Bank::new(Profile::from_yaml(r#"
+    /// dependencies:
+    ///   catalog_client:
+    ///     isolation: global
+    ///     trip: {consecutive_failures: 1}
+    ///     open_duration: 30s
+    ///     half_open: {probe_budget: 1, success_threshold: 1}
+    ///     fallback: {kind: stale, max_staleness: 10m}
+    ///     recovery_bound: 5m
+    /// "#).unwrap());
+    /// let catalog = bank.dependency("catalog_client").unwrap();
+    /// let opts = || CallOptions { cache_key: Some("sku-1"), degraded: None };
+    /// let fresh = catalog.call_with(None, None, opts(), || Ok::<_, String>(42));
+    /// assert_eq!(fresh.unwrap(), 42);
+    /// let failed = catalog.call_with(None, None, opts(), || Err::<i32, _>("boom".to_string()));
+    /// assert!(matches!(failed, Err(CallError::Inner(_))));
+    /// // Open now: the last good value is served without calling.
+    /// let stale = catalog.call_with(None, None, opts(), || -> Result<i32, String> { unreachable!() });
+    /// assert_eq!(stale.unwrap(), 42);
+    /// ```
+    pub fn call_with<T: Clone + Send + Sync + 'static, E>(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+        options: CallOptions<'_, T>,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        match self
+            .admit(tenant, deadline)
+            .map_err(|_| CallError::TenantRequired)?
+        {
+            Decision::Admitted(p) => {
+                let out = f();
+                if let (Ok(v), Some(k)) = (&out, options.cache_key) {
+                    self.cache_put(tenant, k, v.clone());
+                }
+                finish(p, out)
+            }
+            Decision::Rejected(r) if r.reason == RejectReason::DeadlineExpired => {
+                Err(CallError::DeadlineExpired)
+            }
+            Decision::Rejected(r) => self
+                .serve_fallback(tenant, &r, options.cache_key, options.degraded)
+                .map_err(CallError::Unavailable),
+        }
+    }
+
+    /// The async twin of [`call`](Self::call). If the returned future is
+    /// dropped mid-call, the permit records `Cancelled` (C10, C13).
+    pub async fn call_async<T, E>(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, CallError<E>> {
+        match self
+            .admit(tenant, deadline)
+            .map_err(|_| CallError::TenantRequired)?
+        {
+            Decision::Admitted(p) => finish(p, fut.await),
+            Decision::Rejected(r) => self.reject_to_error(tenant, &r),
+        }
+    }
+
+    fn snapshot(&self, now: Instant) -> DependencyMetrics {
+        let inner = &*self.inner;
+        let bound = inner.config.recovery_bound;
+        let mut partitions = Vec::new();
+        let mut push = |slot: u32, part: &Partition, name: String| {
+            self.check_stuck(slot, part);
+            partitions.push(PartitionMetrics::new(
+                name,
+                part.cell.load().phase(),
+                part.stats_if_any(),
+                now,
+                bound,
+            ));
+        };
+        match &inner.parts {
+            Parts::Global(p) => push(0, p, GLOBAL.to_string()),
+            Parts::Tenant(t) => {
+                for (slot, part, key) in t.live() {
+                    push(slot, part, key.to_string());
+                }
+                let o = &t.overflow;
+                if o.stats_if_any().is_some() || o.cell.load() != Word::FRESH {
+                    push(0, o, OVERFLOW.to_string());
+                }
+            }
+        }
+        DependencyMetrics {
+            name: inner.config.name.clone(),
+            partitions,
+        }
+    }
+
+    fn stuck_list(&self, out: &mut Vec<Stuck>) {
+        let mut check = |slot: u32, part: &Partition| {
+            if let Some(open_for) = self.check_stuck(slot, part) {
+                out.push(Stuck {
+                    dependency: self.inner.config.name.clone(),
+                    partition: self.partition_name(slot, part),
+                    open_for,
+                });
+            }
+        };
+        match &self.inner.parts {
+            Parts::Global(p) => check(0, p),
+            Parts::Tenant(t) => {
+                for (slot, part, _) in t.live() {
+                    check(slot, part);
+                }
+                check(0, &t.overflow);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn table(&self) -> Option<&Table> {
+        match &self.inner.parts {
+            Parts::Tenant(t) => Some(t),
+            Parts::Global(_) => None,
+        }
+    }
+}
+
+fn unreachable_value<T>() -> T {
+    // `serve_fallback::<()>` without a cache key or degraded behaviour can
+    // only fail; this keeps the types honest without an unwrap.
+    unreachable!("a fallback without cache key or degraded behaviour cannot serve a value")
+}
+
+fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
+    match out {
+        Ok(v) => {
+            p.record(Outcome::Success);
+            Ok(v)
+        }
+        Err(e) => {
+            p.record(Outcome::Failure);
+            Err(CallError::Inner(e))
+        }
+    }
+}
+
+/// A bank of breakers built from a profile: one per dependency and
+/// partition. `Send + Sync`; share it by reference or `Arc`.
+pub struct Bank {
+    deps: Vec<Dependency>,
+    by_name: HashMap<String, u32>,
+    clock: StdArc<dyn Clock>,
+    events: StdArc<EventBus>,
+}
+
+impl fmt::Debug for Bank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bank")
+            .field("dependencies", &self.deps)
+            .finish()
+    }
+}
+
+impl Bank {
+    /// A bank on the system's monotonic clock.
+    pub fn new(profile: Profile) -> Bank {
+        Self::with_clock(profile, MonotonicClock::new())
+    }
+
+    /// A bank on the given clock (e.g. a [`ManualClock`] in tests).
+    pub fn with_clock(profile: Profile, clock: impl Clock + 'static) -> Bank {
+        let clock: StdArc<dyn Clock> = StdArc::new(clock);
+        let events = StdArc::new(EventBus::new());
+        let deps: Vec<Dependency> = profile
+            .dependencies()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Dependency::new(i as u32, c.clone(), clock.clone(), events.clone()))
+            .collect();
+        let by_name = deps
+            .iter()
+            .map(|d| (d.name().to_string(), d.id()))
+            .collect();
+        Bank {
+            deps,
+            by_name,
+            clock,
+            events,
+        }
+    }
+
+    /// A dependency by name; resolve once, then clone the handle freely.
+    pub fn dependency(&self, name: &str) -> Option<Dependency> {
+        self.dependency_id(name)
+            .and_then(|i| self.dependency_by_id(i))
+            .cloned()
+    }
+
+    /// A dependency's id (its index in the profile).
+    pub fn dependency_id(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// A dependency by id, borrowed.
+    pub fn dependency_by_id(&self, id: u32) -> Option<&Dependency> {
+        self.deps.get(id as usize)
+    }
+
+    /// The dependency names, in profile order.
+    pub fn dependency_names(&self) -> Vec<&str> {
+        self.deps.iter().map(Dependency::name).collect()
+    }
+
+    /// Now, on the bank's clock.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The manual clock, if the bank runs on one.
+    pub fn manual_clock(&self) -> Option<&ManualClock> {
+        self.clock.as_manual()
+    }
+
+    /// Every live partition's metrics (C14).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let now = self.now();
+        MetricsSnapshot {
+            dependencies: self.deps.iter().map(|d| d.snapshot(now)).collect(),
+        }
+    }
+
+    /// The metrics as Prometheus text exposition (C14).
+    pub fn prometheus(&self) -> String {
+        self.metrics().prometheus()
+    }
+
+    /// Breakers open past their recovery bound (C15).
+    pub fn stuck(&self) -> Vec<Stuck> {
+        let mut out = Vec::new();
+        for d in &self.deps {
+            d.stuck_list(&mut out);
+        }
+        out
+    }
+
+    /// Adds a listener for transitions, resets, forced opens and stuck
+    /// alerts (C16). Listeners run on a dispatcher thread, in order; a slow
+    /// listener delays other events, never admission. Events beyond the
+    /// queue's bound are dropped and counted ([`Bank::events_dropped`]).
+    pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
+        self.events.subscribe(StdArc::new(listener));
+    }
+
+    /// Events dropped because listeners fell behind.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped()
+    }
+}

@@ -1,0 +1,155 @@
+//! Time: nanoseconds on the bank's clock, monotonic and injectable (C12).
+
+use crate::sync::{Arc, AtomicU64, Ordering};
+use std::ops::{Add, AddAssign};
+use std::time::Duration;
+
+/// A point on the bank's clock: nanoseconds since the clock's start.
+///
+/// ```
+/// use breakerbank::Instant;
+/// use std::time::Duration;
+/// let t = Instant::ZERO + Duration::from_millis(250);
+/// assert_eq!(t.as_nanos(), 250_000_000);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The clock's start.
+    pub const ZERO: Instant = Instant(0);
+
+    /// From nanoseconds on the bank's clock.
+    #[inline]
+    pub const fn from_nanos(ns: u64) -> Instant {
+        Instant(ns)
+    }
+
+    /// Nanoseconds on the bank's clock.
+    #[inline]
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// `self - earlier`, or zero when `earlier` is later.
+    #[inline]
+    pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    /// Saturates at the far future instead of overflowing.
+    #[inline]
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(duration_nanos(d)))
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+/// A source of monotonic time for a bank.
+pub trait Clock: Send + Sync {
+    /// Now, on this clock. Never goes backwards.
+    fn now(&self) -> Instant;
+
+    /// Some(handle) when this is a [`ManualClock`]; lets bindings advance it.
+    fn as_manual(&self) -> Option<&ManualClock> {
+        None
+    }
+}
+
+/// The system's monotonic clock (`std::time::Instant`), counted from creation.
+#[derive(Clone, Copy, Debug)]
+pub struct MonotonicClock {
+    start: std::time::Instant,
+}
+
+impl MonotonicClock {
+    /// A clock starting at zero now.
+    pub fn new() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant(duration_nanos(self.start.elapsed()))
+    }
+}
+
+/// A clock moved only by [`ManualClock::advance`]; clones share one time.
+///
+/// ```
+/// use breakerbank::ManualClock;
+/// use std::time::Duration;
+/// let clock = ManualClock::new();
+/// let shared = clock.clone();
+/// clock.advance(Duration::from_secs(10));
+/// assert_eq!(shared.now().as_nanos(), 10_000_000_000);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ManualClock {
+    // From `crate::sync` so loom models see the clock's reads and writes.
+    nanos: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock at zero.
+    pub fn new() -> Self {
+        Self {
+            nanos: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Moves time forward (saturating at the far future).
+    pub fn advance(&self, by: Duration) {
+        let by = duration_nanos(by);
+        // Relaxed: the clock orders nothing else; breaker state is published
+        // through the word's own Release/Acquire.
+        let mut cur = self.nanos.load(Ordering::Relaxed);
+        loop {
+            let next = cur.saturating_add(by);
+            match self
+                .nanos
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Now.
+    pub fn now(&self) -> Instant {
+        // Relaxed: see `advance`.
+        Instant(self.nanos.load(Ordering::Relaxed))
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Instant {
+        ManualClock::now(self)
+    }
+    fn as_manual(&self) -> Option<&ManualClock> {
+        Some(self)
+    }
+}

@@ -1,0 +1,140 @@
+//! Events (C16): delivered to listeners on a dispatcher thread, never on
+//! the admission path. Emitters only `try_send` into a bounded queue; when
+//! the queue is full the event is dropped and counted.
+
+use crate::clock::Instant;
+use crate::metrics::State;
+use crate::sync::{AtomicBool, AtomicU64, Ordering, StdArc};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Mutex as StdMutex, OnceLock};
+
+/// Events waiting for the dispatcher at most; beyond, they are dropped.
+pub const EVENT_QUEUE: usize = 4096;
+
+/// What happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// The breaker changed state by itself (trip, half-open, close).
+    Transition,
+    /// An operator reset it (C11).
+    Reset,
+    /// An operator forced it open (C11).
+    ForcedOpen,
+    /// It has not closed within its recovery bound (C15).
+    Stuck,
+}
+
+impl EventKind {
+    /// `"transition"`, `"reset"`, `"forced_open"` or `"stuck"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Transition => "transition",
+            EventKind::Reset => "reset",
+            EventKind::ForcedOpen => "forced_open",
+            EventKind::Stuck => "stuck",
+        }
+    }
+}
+
+/// One event, as listeners receive it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
+    /// The dependency.
+    pub dependency: String,
+    /// The partition: tenant id, `global` or `<overflow>`.
+    pub partition: String,
+    /// When, on the bank's clock.
+    pub at: Instant,
+    /// State before (transitions and operator actions).
+    pub from: Option<State>,
+    /// State after (transitions and operator actions).
+    pub to: Option<State>,
+}
+
+type Listener = StdArc<dyn Fn(&Event) + Send + Sync>;
+
+/// The bank's event queue and listeners.
+pub(crate) struct EventBus {
+    enabled: AtomicBool,
+    tx: OnceLock<SyncSender<Event>>,
+    // A std mutex: taken by `subscribe` and by the dispatcher to copy the
+    // list, never while a listener runs and never on the admission path.
+    listeners: StdArc<StdMutex<Vec<Listener>>>,
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("dropped", &self.dropped.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl EventBus {
+    pub(crate) fn new() -> Self {
+        Self {
+            enabled: AtomicBool::new(false),
+            tx: OnceLock::new(),
+            listeners: StdArc::new(StdMutex::new(Vec::new())),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether anyone listens (so emitters can skip building events).
+    #[inline]
+    pub(crate) fn enabled(&self) -> bool {
+        // Relaxed: a listener added concurrently may miss this event.
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Queues an event without blocking.
+    pub(crate) fn emit(&self, make: impl FnOnce() -> Event) {
+        if !self.enabled() {
+            return;
+        }
+        if let Some(tx) = self.tx.get() {
+            if tx.try_send(make()).is_err() {
+                // Relaxed: a statistic.
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Events dropped because the queue was full.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn subscribe(&self, l: Listener) {
+        if let Ok(mut v) = self.listeners.lock() {
+            v.push(l);
+        }
+        self.tx.get_or_init(|| {
+            let (tx, rx) = sync_channel::<Event>(EVENT_QUEUE);
+            let listeners = self.listeners.clone();
+            // The thread ends when the bank (the last sender) is dropped.
+            let spawned = std::thread::Builder::new()
+                .name("breakerbank-events".into())
+                .spawn(move || {
+                    for ev in rx {
+                        let ls: Vec<Listener> =
+                            listeners.lock().map(|v| v.clone()).unwrap_or_default();
+                        for l in ls {
+                            // A panicking listener must not stop delivery to the others.
+                            let _ =
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&ev)));
+                        }
+                    }
+                });
+            if spawned.is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            tx
+        });
+        // Relaxed: see `enabled`.
+        self.enabled.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,417 @@
+//! Metrics (C14): per-partition counters, the snapshot, Prometheus text.
+//!
+//! Counters live in a [`Stats`] block that a partition allocates the first
+//! time something other than a healthy call happens to it, so a healthy
+//! partition costs no counter memory and the closed healthy path writes no
+//! shared memory at all. Healthy admissions are not counted.
+
+use crate::clock::Instant;
+use crate::state::word::Phase;
+use crate::sync::{AtomicU64, Ordering};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+/// Sentinel for "no episode under way".
+const NO_EPISODE: u64 = u64::MAX;
+
+macro_rules! counters {
+    ($($name:ident),* $(,)?) => {
+        /// One partition's event counters. Relaxed throughout: they order
+        /// nothing and are read only by snapshots.
+        #[derive(Debug)]
+        pub(crate) struct Stats {
+            $(pub(crate) $name: AtomicU64,)*
+            /// Sum of finished trip-to-close episodes, ns.
+            pub(crate) open_ns_total: AtomicU64,
+            /// Start of the current trip-to-close episode, or `NO_EPISODE`.
+            pub(crate) episode_start: AtomicU64,
+            /// Episode start a stuck alert was announced for, or `NO_EPISODE`.
+            pub(crate) stuck_announced: AtomicU64,
+        }
+
+        impl Default for Stats {
+            fn default() -> Self {
+                Self {
+                    $($name: AtomicU64::new(0),)*
+                    open_ns_total: AtomicU64::new(0),
+                    episode_start: AtomicU64::new(NO_EPISODE),
+                    stuck_announced: AtomicU64::new(NO_EPISODE),
+                }
+            }
+        }
+
+        impl Stats {
+            /// Back to zero, for a recycled tenant slot.
+            pub(crate) fn clear(&self) {
+                $(self.$name.store(0, Ordering::Relaxed);)*
+                self.open_ns_total.store(0, Ordering::Relaxed);
+                self.episode_start.store(NO_EPISODE, Ordering::Relaxed);
+                self.stuck_announced.store(NO_EPISODE, Ordering::Relaxed);
+            }
+        }
+    };
+}
+
+counters!(
+    opened_total,
+    half_opened_total,
+    closed_total,
+    rejected_open_total,
+    probe_rejects_total,
+    forced_open_rejects_total,
+    deadline_expired_total,
+    failures_total,
+    cancelled_total,
+    late_records_total,
+    fallback_stale_total,
+    fallback_degraded_total,
+    fallback_error_total,
+    fallback_failures_total,
+    partition_overflow_total,
+);
+
+#[inline]
+pub(crate) fn bump(c: &AtomicU64) {
+    // Relaxed: a statistic, orders nothing.
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Stats {
+    /// Accounts a transition into `to` at `now` (episodes, transition counts).
+    pub(crate) fn on_transition(&self, from: Phase, to: Phase, now: Instant) {
+        match to {
+            Phase::Open => bump(&self.opened_total),
+            Phase::HalfOpen => bump(&self.half_opened_total),
+            Phase::Closed if from != Phase::Closed => bump(&self.closed_total),
+            _ => {}
+        }
+        // Episodes run from the trip to the close (half-open included).
+        match (from, to) {
+            (Phase::Closed, Phase::Open) => {
+                self.episode_start.store(now.as_nanos(), Ordering::Relaxed);
+            }
+            (_, Phase::Closed | Phase::ForcedOpen) => {
+                let start = self.episode_start.swap(NO_EPISODE, Ordering::Relaxed);
+                if start != NO_EPISODE {
+                    let d = now.as_nanos().saturating_sub(start);
+                    self.open_ns_total.fetch_add(d, Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Start of the current trip-to-close episode.
+    pub(crate) fn episode_start(&self) -> Option<Instant> {
+        let s = self.episode_start.load(Ordering::Relaxed);
+        (s != NO_EPISODE).then(|| Instant::from_nanos(s))
+    }
+
+    /// True exactly once per episode once it has lasted `bound` (C15).
+    pub(crate) fn take_stuck_alert(&self, now: Instant, bound: Duration) -> bool {
+        let Some(start) = self.episode_start() else {
+            return false;
+        };
+        if now.saturating_duration_since(start) < bound {
+            return false;
+        }
+        let prev = self
+            .stuck_announced
+            .swap(start.as_nanos(), Ordering::Relaxed);
+        prev != start.as_nanos()
+    }
+}
+
+/// Breaker state as callers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Calls flow.
+    Closed,
+    /// Tripped; calls get the fallback.
+    Open,
+    /// Probing with a bounded budget.
+    HalfOpen,
+    /// Isolated by an operator until reset.
+    ForcedOpen,
+}
+
+impl State {
+    /// `"closed"`, `"open"`, `"half_open"` or `"forced_open"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::ForcedOpen => "forced_open",
+        }
+    }
+
+    /// Every state, in order.
+    pub const ALL: [State; 4] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+    ];
+
+    pub(crate) fn from_phase(p: Phase) -> State {
+        match p {
+            Phase::Closed | Phase::Vacant => State::Closed,
+            Phase::Open => State::Open,
+            Phase::HalfOpen => State::HalfOpen,
+            Phase::ForcedOpen => State::ForcedOpen,
+        }
+    }
+}
+
+/// One partition's metrics, with the names of API.md.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionMetrics {
+    /// Tenant id, `global` or `<overflow>`.
+    pub partition: String,
+    /// Current state.
+    pub state: State,
+    /// Time open, all episodes, trip to close (half-open included).
+    pub open_seconds_total: f64,
+    /// Time open in the current episode (0 when closed).
+    pub open_episode_seconds: f64,
+    /// Transitions into open (trips and re-trips).
+    pub opened_total: u64,
+    /// Transitions into half-open.
+    pub half_opened_total: u64,
+    /// Transitions into closed (recoveries and resets).
+    pub closed_total: u64,
+    /// Calls refused because the breaker was open.
+    pub rejected_open_total: u64,
+    /// Calls refused because every probe slot was taken.
+    pub probe_rejects_total: u64,
+    /// Calls refused because of a forced open.
+    pub forced_open_rejects_total: u64,
+    /// Admissions whose deadline had expired.
+    pub deadline_expired_total: u64,
+    /// Failures recorded (slow calls included).
+    pub failures_total: u64,
+    /// Cancelled outcomes (and dropped permits).
+    pub cancelled_total: u64,
+    /// Outcomes of permits from an older generation.
+    pub late_records_total: u64,
+    /// Stale values served.
+    pub fallback_stale_total: u64,
+    /// Degraded behaviours served.
+    pub fallback_degraded_total: u64,
+    /// Error fallbacks served.
+    pub fallback_error_total: u64,
+    /// Fallbacks that could not serve (C4).
+    pub fallback_failures_total: u64,
+    /// Admissions routed to the overflow partition.
+    pub partition_overflow_total: u64,
+    /// Open past the recovery bound (C15).
+    pub stuck: bool,
+}
+
+impl PartitionMetrics {
+    pub(crate) fn new(
+        partition: String,
+        phase: Phase,
+        stats: Option<&Stats>,
+        now: Instant,
+        bound: Duration,
+    ) -> Self {
+        let state = State::from_phase(phase);
+        let get = |f: fn(&Stats) -> &AtomicU64| stats.map_or(0, |s| f(s).load(Ordering::Relaxed));
+        let episode = stats
+            .and_then(Stats::episode_start)
+            .filter(|_| matches!(state, State::Open | State::HalfOpen))
+            .map(|s| now.saturating_duration_since(s));
+        let finished = Duration::from_nanos(get(|s| &s.open_ns_total));
+        let current = episode.unwrap_or_default();
+        PartitionMetrics {
+            partition,
+            state,
+            open_seconds_total: (finished + current).as_secs_f64(),
+            open_episode_seconds: current.as_secs_f64(),
+            opened_total: get(|s| &s.opened_total),
+            half_opened_total: get(|s| &s.half_opened_total),
+            closed_total: get(|s| &s.closed_total),
+            rejected_open_total: get(|s| &s.rejected_open_total),
+            probe_rejects_total: get(|s| &s.probe_rejects_total),
+            forced_open_rejects_total: get(|s| &s.forced_open_rejects_total),
+            deadline_expired_total: get(|s| &s.deadline_expired_total),
+            failures_total: get(|s| &s.failures_total),
+            cancelled_total: get(|s| &s.cancelled_total),
+            late_records_total: get(|s| &s.late_records_total),
+            fallback_stale_total: get(|s| &s.fallback_stale_total),
+            fallback_degraded_total: get(|s| &s.fallback_degraded_total),
+            fallback_error_total: get(|s| &s.fallback_error_total),
+            fallback_failures_total: get(|s| &s.fallback_failures_total),
+            partition_overflow_total: get(|s| &s.partition_overflow_total),
+            stuck: episode.is_some_and(|d| d >= bound),
+        }
+    }
+
+    /// Every metric but `state`, as (API.md name, value), in API.md order.
+    pub fn values(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("open_seconds_total", self.open_seconds_total),
+            ("open_episode_seconds", self.open_episode_seconds),
+            ("opened_total", self.opened_total as f64),
+            ("half_opened_total", self.half_opened_total as f64),
+            ("closed_total", self.closed_total as f64),
+            ("rejected_open_total", self.rejected_open_total as f64),
+            ("probe_rejects_total", self.probe_rejects_total as f64),
+            (
+                "forced_open_rejects_total",
+                self.forced_open_rejects_total as f64,
+            ),
+            ("deadline_expired_total", self.deadline_expired_total as f64),
+            ("failures_total", self.failures_total as f64),
+            ("cancelled_total", self.cancelled_total as f64),
+            ("late_records_total", self.late_records_total as f64),
+            ("fallback_stale_total", self.fallback_stale_total as f64),
+            (
+                "fallback_degraded_total",
+                self.fallback_degraded_total as f64,
+            ),
+            ("fallback_error_total", self.fallback_error_total as f64),
+            (
+                "fallback_failures_total",
+                self.fallback_failures_total as f64,
+            ),
+            (
+                "partition_overflow_total",
+                self.partition_overflow_total as f64,
+            ),
+            ("stuck", if self.stuck { 1.0 } else { 0.0 }),
+        ]
+    }
+}
+
+/// One dependency's live partitions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DependencyMetrics {
+    /// The dependency.
+    pub name: String,
+    /// Live partitions (evicted ones are gone).
+    pub partitions: Vec<PartitionMetrics>,
+}
+
+/// A point-in-time copy of every live partition's metrics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricsSnapshot {
+    /// Per dependency, in profile order.
+    pub dependencies: Vec<DependencyMetrics>,
+}
+
+const HELP: [(&str, &str); 18] = [
+    (
+        "open_seconds_total",
+        "Seconds open, trip to close, half-open included",
+    ),
+    (
+        "open_episode_seconds",
+        "Seconds open in the current episode",
+    ),
+    ("opened_total", "Transitions into open"),
+    ("half_opened_total", "Transitions into half-open"),
+    ("closed_total", "Transitions into closed"),
+    ("rejected_open_total", "Calls refused while open"),
+    (
+        "probe_rejects_total",
+        "Calls refused for lack of a probe slot",
+    ),
+    (
+        "forced_open_rejects_total",
+        "Calls refused while forced open",
+    ),
+    (
+        "deadline_expired_total",
+        "Admissions whose deadline had expired",
+    ),
+    ("failures_total", "Failures recorded"),
+    ("cancelled_total", "Cancelled outcomes"),
+    ("late_records_total", "Outcomes from an older generation"),
+    ("fallback_stale_total", "Stale fallbacks served"),
+    ("fallback_degraded_total", "Degraded fallbacks served"),
+    ("fallback_error_total", "Error fallbacks served"),
+    ("fallback_failures_total", "Fallbacks that could not serve"),
+    (
+        "partition_overflow_total",
+        "Admissions routed to the overflow partition",
+    ),
+    ("stuck", "1 when open past the recovery bound"),
+];
+
+type Labels = Vec<(&'static str, String)>;
+type CounterFamily = Family<Labels, Counter<f64, AtomicU64F>>;
+type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64F>>;
+
+enum Fam {
+    Counter(CounterFamily),
+    Gauge(GaugeFamily),
+}
+
+impl MetricsSnapshot {
+    /// Prometheus text exposition (OpenMetrics text format), encoded by
+    /// prometheus-client so label values are escaped correctly.
+    pub fn prometheus(&self) -> String {
+        let mut registry = Registry::with_prefix("breakerbank");
+        let state: Family<Labels, Gauge> = Family::default();
+        registry.register(
+            "state",
+            "1 for the partition's current state",
+            state.clone(),
+        );
+        let families: Vec<Fam> = HELP
+            .iter()
+            .map(|(name, help)| match name.strip_suffix("_total") {
+                Some(stem) => {
+                    let fam = CounterFamily::default();
+                    registry.register(stem, *help, fam.clone());
+                    Fam::Counter(fam)
+                }
+                None => {
+                    let fam = GaugeFamily::default();
+                    registry.register(*name, *help, fam.clone());
+                    Fam::Gauge(fam)
+                }
+            })
+            .collect();
+        for dep in &self.dependencies {
+            for p in &dep.partitions {
+                let base: Labels = vec![
+                    ("dependency", dep.name.clone()),
+                    ("partition", p.partition.clone()),
+                ];
+                for s in State::ALL {
+                    let mut l = base.clone();
+                    l.push(("state", s.as_str().to_string()));
+                    state.get_or_create(&l).set(i64::from(p.state == s));
+                }
+                // `values()` and HELP list the metrics in the same order.
+                for ((_, v), fam) in p.values().into_iter().zip(&families) {
+                    match fam {
+                        Fam::Counter(f) => {
+                            f.get_or_create(&base).inc_by(v);
+                        }
+                        Fam::Gauge(f) => {
+                            f.get_or_create(&base).set(v);
+                        }
+                    }
+                }
+            }
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &registry);
+        out
+    }
+}
+
+/// prometheus-client's atomic for f64 values (it is not a breaker atomic,
+/// so it need not come from `crate::sync`).
+#[allow(clippy::disallowed_types)]
+type AtomicU64F = std::sync::atomic::AtomicU64;

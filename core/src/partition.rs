@@ -1,0 +1,636 @@
+//! Partitions, and the bounded lock-free table of tenant partitions (C9).
+//!
+//! Layout. Partitions live in an arena of fixed-size chunks, allocated on
+//! first use and freed only with the table, so a `&Partition` stays valid
+//! for the table's lifetime and a permit can name its partition by slot
+//! index (no reference count per call). The tenant-id → slot map is split
+//! into shards; each shard is an immutable hash table behind a
+//! `crossbeam_epoch::Atomic`. Lookups pin the epoch and read: no lock, no
+//! allocation. Inserting or removing a tenant copies its shard and swaps it
+//! in with one compare-and-swap; the old shard is reclaimed by epoch.
+//!
+//! Eviction recycles a slot. The evictor first moves the slot's word from
+//! an idle (or closed) word to `Vacant` with a new generation (one CAS that
+//! fails if the partition stopped being evictable), removes the old key
+//! from its shard, writes the new owner tag and key, and finally stores a
+//! fresh closed word with `Release`. Admission re-checks the owner tag for
+//! every word it observes (inside the cell's CAS loop), so a call is never
+//! admitted into another tenant's partition; permits of the evicted tenant
+//! carry an older generation and are recorded as late. Probe permits keep
+//! a partition non-idle, so their slots are never recycled under them.
+//!
+//! Eviction order is sampled, as in Redis' approximated LRU: it scans a few
+//! shards from a rotating cursor, takes the first idle partition, widens
+//! the scan before settling for the least recently used closed one, and
+//! never takes an open, half-open or forced-open one. When nothing is
+//! evictable the tenant is served by the dependency's overflow partition.
+
+use crate::metrics::Stats;
+use crate::state::cell::Cell;
+use crate::state::word::{Phase, Word};
+use crate::sync::{
+    epoch, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc,
+};
+use std::hash::BuildHasher;
+use std::time::Duration;
+
+/// Partitions per arena chunk.
+const CHUNK: usize = 256;
+/// Shards scanned for an idle partition before settling for an LRU one.
+const EVICT_SCAN_IDLE: usize = 64;
+/// Shards scanned before an LRU closed partition may be taken.
+const EVICT_SCAN_FIRST: usize = 8;
+
+/// Name of a global dependency's single partition.
+pub const GLOBAL: &str = "global";
+/// Name of a tenant-scoped dependency's overflow partition.
+pub const OVERFLOW: &str = "<overflow>";
+
+/// The rolling failure-rate window: `BUCKETS` buckets of `window / BUCKETS`.
+///
+/// Approximation: the rate covers the current bucket and the nine before it,
+/// so the effective window is between 90% and 100% of `window`.
+pub(crate) const BUCKETS: usize = 10;
+const B_EPOCH_SHIFT: u32 = 40;
+const B_CALLS_SHIFT: u32 = 20;
+const B_FIELD: u64 = (1 << 20) - 1;
+const B_EPOCH: u64 = (1 << 24) - 1;
+
+#[derive(Debug)]
+pub(crate) struct Window {
+    buckets: [AtomicU64; BUCKETS],
+    width_ns: u64,
+}
+
+impl Window {
+    pub(crate) fn new(window: Duration) -> Self {
+        let width = u64::try_from(window.as_nanos() / BUCKETS as u128).unwrap_or(u64::MAX);
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            width_ns: width.max(1),
+        }
+    }
+
+    fn epoch(&self, now_ns: u64) -> u64 {
+        (now_ns / self.width_ns) & B_EPOCH
+    }
+
+    /// Counts one call.
+    pub(crate) fn record(&self, now_ns: u64, failed: bool) {
+        let e = self.epoch(now_ns);
+        let b = &self.buckets[(e as usize) % BUCKETS];
+        // Relaxed: the counts are statistics; the trip itself is decided by
+        // the word's CAS.
+        let mut cur = b.load(Ordering::Relaxed);
+        loop {
+            let (calls, fails) = if cur >> B_EPOCH_SHIFT == e {
+                ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
+            } else {
+                (0, 0)
+            };
+            let calls = (calls + 1).min(B_FIELD);
+            let fails = (fails + u64::from(failed)).min(B_FIELD);
+            let next = (e << B_EPOCH_SHIFT) | (calls << B_CALLS_SHIFT) | fails;
+            match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// (calls, failures) over the window ending now.
+    pub(crate) fn totals(&self, now_ns: u64) -> (u64, u64) {
+        let e = self.epoch(now_ns);
+        let mut calls = 0;
+        let mut fails = 0;
+        for b in &self.buckets {
+            // Relaxed: see `record`.
+            let v = b.load(Ordering::Relaxed);
+            let age = e.wrapping_sub(v >> B_EPOCH_SHIFT) & B_EPOCH;
+            if (age as usize) < BUCKETS {
+                calls += (v >> B_CALLS_SHIFT) & B_FIELD;
+                fails += v & B_FIELD;
+            }
+        }
+        (calls, fails)
+    }
+
+    /// Forgets every call (on a trip, so a closed breaker starts afresh).
+    pub(crate) fn clear(&self) {
+        for b in &self.buckets {
+            // Relaxed: see `record`.
+            b.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One breaker: a (dependency, partition) pair's state and counters.
+#[derive(Debug)]
+pub struct Partition {
+    pub(crate) cell: Cell,
+    /// Hash tag of the tenant owning this slot (0: global / overflow).
+    owner: AtomicU64,
+    /// Table tick of the last admission, for LRU eviction.
+    last_used: AtomicU64,
+    /// Counters, allocated on the first non-healthy event.
+    stats: AtomicPtr<Stats>,
+    /// Failure-rate window, for the failure-rate policy.
+    pub(crate) window: Option<Box<Window>>,
+    /// Tenant id (cold paths only: events, snapshots, eviction).
+    key: Mutex<Option<StdArc<str>>>,
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        let p = self.stats.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: `stats` is null or a pointer from `Box::into_raw` in
+            // `stats()`, installed once and freed only here, with `&mut self`.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+impl Partition {
+    pub(crate) fn new(word: Word, window: Option<Duration>) -> Self {
+        Self {
+            cell: Cell::new(word),
+            owner: AtomicU64::new(0),
+            last_used: AtomicU64::new(0),
+            stats: AtomicPtr::new(std::ptr::null_mut()),
+            window: window.map(|w| Box::new(Window::new(w))),
+            key: Mutex::new(None),
+        }
+    }
+
+    /// The counters, allocating them on first use.
+    pub(crate) fn stats(&self) -> &Stats {
+        // Acquire: pairs with the Release of the CAS that installed it.
+        let p = self.stats.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: non-null means installed by the CAS below from a live
+            // Box; it is freed only in Drop, which needs `&mut self`.
+            return unsafe { &*p };
+        }
+        let fresh = Box::into_raw(Box::default());
+        // AcqRel: publish the initialised block / see the winner's.
+        match self.stats.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: we just installed `fresh`, a live Box; see above.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` lost the race and was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: `winner` is the installed block; see above.
+                unsafe { &*winner }
+            }
+        }
+    }
+
+    /// The counters if any were ever allocated.
+    pub(crate) fn stats_if_any(&self) -> Option<&Stats> {
+        // Acquire: as in `stats`.
+        let p = self.stats.load(Ordering::Acquire);
+        // SAFETY: as in `stats`.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// Whether the slot belongs to `owner` in word `w`.
+    #[inline]
+    pub(crate) fn owned_by(&self, w: Word, owner: u64) -> bool {
+        // Acquire: the owner is written before the word that hands the slot
+        // over; having seen that word we see its owner.
+        w.phase() != Phase::Vacant && self.owner.load(Ordering::Acquire) == owner
+    }
+
+    /// Marks the partition used at `tick` (a write only when it changed).
+    #[inline]
+    pub(crate) fn touch(&self, tick: u64) {
+        // Relaxed: an eviction hint.
+        if self.last_used.load(Ordering::Relaxed) != tick {
+            self.last_used.store(tick, Ordering::Relaxed);
+        }
+    }
+
+    /// Tenant id, or `None` for the global / overflow partition.
+    pub(crate) fn key(&self) -> Option<StdArc<str>> {
+        self.key.lock().ok().and_then(|k| k.clone())
+    }
+
+    fn set_owner(&self, owner: u64, key: Option<StdArc<str>>) {
+        if let Ok(mut k) = self.key.lock() {
+            *k = key;
+        }
+        if let Some(s) = self.stats_if_any() {
+            s.clear();
+        }
+        if let Some(w) = &self.window {
+            w.clear();
+        }
+        // Release: ordered before the word store that hands the slot over.
+        self.owner.store(owner, Ordering::Release);
+    }
+}
+
+/// Where a tenant's calls go.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resolved<'a> {
+    pub(crate) slot: u32,
+    pub(crate) part: &'a Partition,
+    pub(crate) owner: u64,
+}
+
+struct Shard {
+    map: hashbrown::HashTable<(StdArc<str>, u32)>,
+}
+
+/// The bounded tenant table of one tenant-scoped dependency.
+pub(crate) struct Table {
+    shards: Box<[epoch::Atomic<Shard>]>,
+    shard_bits: u32,
+    hasher: foldhash::fast::RandomState,
+    chunks: Box<[AtomicPtr<Partition>]>,
+    capacity: u32,
+    /// Next never-used slot (1-based; slot 0 is the overflow partition).
+    next: AtomicU32,
+    /// Slots released after losing an insert race.
+    free: Mutex<Vec<u32>>,
+    free_len: AtomicUsize,
+    /// Logical time for LRU: advances on each insert.
+    tick: AtomicU64,
+    cursor: AtomicUsize,
+    window: Option<Duration>,
+    /// `force_open(None)`: tenants first seen afterwards start forced open.
+    pub(crate) forced_all: AtomicBool,
+    pub(crate) overflow: Partition,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("capacity", &self.capacity)
+            .field("allocated", &self.next.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        for c in self.chunks.iter() {
+            let p = c.load(Ordering::Acquire);
+            if !p.is_null() {
+                let slice = std::ptr::slice_from_raw_parts_mut(p, CHUNK);
+                // SAFETY: `p` came from `Box::into_raw` of a `Box<[Partition]>`
+                // of length CHUNK in `chunk()`, installed once, freed only here.
+                drop(unsafe { Box::from_raw(slice) });
+            }
+        }
+        // SAFETY: `&mut self`: no other thread can hold a guard on our shards.
+        let guard = unsafe { epoch::unprotected() };
+        for s in self.shards.iter() {
+            let p = s.swap(epoch::Shared::null(), Ordering::Acquire, guard);
+            if !p.is_null() {
+                // SAFETY: unreachable now; nobody else can load it.
+                drop(unsafe { p.into_owned() });
+            }
+        }
+    }
+}
+
+impl Table {
+    pub(crate) fn new(capacity: u32, window: Option<Duration>) -> Self {
+        let shards_wanted = (capacity as usize / 32).clamp(1, 4096).next_power_of_two();
+        let shard_bits = shards_wanted.trailing_zeros();
+        let nchunks = (capacity as usize).div_ceil(CHUNK);
+        Self {
+            shards: (0..shards_wanted)
+                .map(|_| {
+                    epoch::Atomic::new(Shard {
+                        map: hashbrown::HashTable::new(),
+                    })
+                })
+                .collect(),
+            shard_bits,
+            hasher: foldhash::fast::RandomState::default(),
+            chunks: (0..nchunks)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            capacity,
+            next: AtomicU32::new(1),
+            free: Mutex::new(Vec::new()),
+            free_len: AtomicUsize::new(0),
+            tick: AtomicU64::new(0),
+            cursor: AtomicUsize::new(0),
+            window,
+            forced_all: AtomicBool::new(false),
+            overflow: Partition::new(Word::FRESH, window),
+        }
+    }
+
+    #[inline]
+    fn hash(&self, tenant: &str) -> u64 {
+        self.hasher.hash_one(tenant)
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &epoch::Atomic<Shard> {
+        let idx = if self.shard_bits == 0 {
+            0
+        } else {
+            (hash >> (64 - self.shard_bits)) as usize
+        };
+        &self.shards[idx]
+    }
+
+    /// The owner tag of a tenant (never 0, which marks "no tenant").
+    #[inline]
+    pub(crate) fn owner_tag(hash: u64) -> u64 {
+        hash | 1
+    }
+
+    /// Current LRU tick.
+    #[inline]
+    pub(crate) fn tick(&self) -> u64 {
+        // Relaxed: an eviction hint.
+        self.tick.load(Ordering::Relaxed)
+    }
+
+    /// The partition at `slot`, if that slot was ever handed out.
+    #[inline]
+    pub(crate) fn get(&self, slot: u32) -> Option<&Partition> {
+        if slot == 0 {
+            return Some(&self.overflow);
+        }
+        let i = slot as usize - 1;
+        let c = self.chunks.get(i / CHUNK)?;
+        // Acquire: pairs with the Release of the chunk's installing CAS.
+        let p = c.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null chunk pointer is a live allocation of CHUNK
+        // partitions, freed only when the table drops, and `i % CHUNK < CHUNK`.
+        Some(unsafe { &*p.add(i % CHUNK) })
+    }
+
+    fn chunk(&self, idx: usize) -> Option<()> {
+        let c = self.chunks.get(idx)?;
+        // Acquire: see `get`.
+        if !c.load(Ordering::Acquire).is_null() {
+            return Some(());
+        }
+        let vacant = Word::FRESH.with_phase(Phase::Vacant);
+        let b: Box<[Partition]> = (0..CHUNK)
+            .map(|_| Partition::new(vacant, self.window))
+            .collect();
+        let raw = Box::into_raw(b) as *mut Partition;
+        // AcqRel: publish the initialised chunk / see the winner's.
+        if c.compare_exchange(
+            std::ptr::null_mut(),
+            raw,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+        {
+            let slice = std::ptr::slice_from_raw_parts_mut(raw, CHUNK);
+            // SAFETY: we allocated it above and lost the race: never shared.
+            drop(unsafe { Box::from_raw(slice) });
+        }
+        Some(())
+    }
+
+    /// Looks a tenant up without creating it. Lock-free, allocation-free.
+    #[inline]
+    pub(crate) fn lookup(&self, tenant: &str) -> Option<Resolved<'_>> {
+        let hash = self.hash(tenant);
+        let owner = Self::owner_tag(hash);
+        let slot = {
+            let guard = epoch::pin();
+            // Acquire: see the shard's contents as published.
+            let shard = self.shard(hash).load(Ordering::Acquire, &guard);
+            // SAFETY: shards are never null while the table lives (replaced,
+            // never cleared, before Drop) and the guard keeps this one alive.
+            let shard = unsafe { shard.deref() };
+            shard
+                .map
+                .find(hash, |(k, _)| &**k == tenant)
+                .map(|(_, s)| *s)?
+        };
+        let part = self.get(slot)?;
+        part.owned_by(part.cell.load(), owner)
+            .then_some(Resolved { slot, part, owner })
+    }
+
+    /// Looks a tenant up, inserting it if needed; `None` when the table is
+    /// full of partitions that cannot be evicted (use the overflow).
+    pub(crate) fn get_or_insert(&self, tenant: &str) -> Option<Resolved<'_>> {
+        loop {
+            if let Some(r) = self.lookup(tenant) {
+                return Some(r);
+            }
+            let hash = self.hash(tenant);
+            let owner = Self::owner_tag(hash);
+            let slot = self.alloc_slot()?;
+            let part = self.get(slot)?;
+            let key: StdArc<str> = StdArc::from(tenant);
+            part.set_owner(owner, Some(key.clone()));
+            // Relaxed: an eviction hint.
+            let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+            part.touch(tick);
+            let vacant = part.cell.load();
+            let phase = if self.forced_all.load(Ordering::Acquire) {
+                Phase::ForcedOpen
+            } else {
+                Phase::Closed
+            };
+            part.cell.store(vacant.transition(phase).with_trips(0));
+            if self.publish(hash, key, slot) {
+                return Some(Resolved { slot, part, owner });
+            }
+            // Lost the race to another inserter of the same tenant.
+            part.cell.store(part.cell.load().transition(Phase::Vacant));
+            self.release(slot);
+        }
+    }
+
+    fn alloc_slot(&self) -> Option<u32> {
+        // Relaxed: a hint; the list itself is behind the mutex.
+        if self.free_len.load(Ordering::Relaxed) > 0 {
+            if let Ok(mut f) = self.free.lock() {
+                if let Some(s) = f.pop() {
+                    self.free_len.store(f.len(), Ordering::Relaxed);
+                    return Some(s);
+                }
+            }
+        }
+        // Relaxed: only uniqueness matters; chunk publication has its own ordering.
+        let s = self.next.fetch_add(1, Ordering::Relaxed);
+        if s <= self.capacity {
+            self.chunk((s as usize - 1) / CHUNK)?;
+            return Some(s);
+        }
+        self.next.fetch_sub(1, Ordering::Relaxed);
+        self.evict()
+    }
+
+    fn release(&self, slot: u32) {
+        if let Ok(mut f) = self.free.lock() {
+            f.push(slot);
+            self.free_len.store(f.len(), Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes tenant → slot in its shard; false if another slot won.
+    fn publish(&self, hash: u64, key: StdArc<str>, slot: u32) -> bool {
+        let guard = epoch::pin();
+        let atomic = self.shard(hash);
+        loop {
+            // Acquire: see the shard we copy.
+            let cur = atomic.load(Ordering::Acquire, &guard);
+            // SAFETY: see `lookup`.
+            let shard = unsafe { cur.deref() };
+            if let Some((_, other)) = shard.map.find(hash, |(k, _)| **k == *key) {
+                let live = self
+                    .get(*other)
+                    .is_some_and(|p| p.owned_by(p.cell.load(), Self::owner_tag(hash)));
+                if live {
+                    return false;
+                }
+            }
+            let mut map = shard.map.clone();
+            if let Ok(e) = map.find_entry(hash, |(k, _)| **k == *key) {
+                e.remove();
+            }
+            map.insert_unique(hash, (key.clone(), slot), |(k, _)| self.hash(k));
+            // AcqRel: publish the new shard / see a competing one.
+            match atomic.compare_exchange(
+                cur,
+                epoch::Owned::new(Shard { map }),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                &guard,
+            ) {
+                Ok(_) => {
+                    // SAFETY: `cur` is unlinked; readers pinned before now
+                    // may still see it, so destruction waits for the epoch.
+                    unsafe { guard.defer_destroy(cur) };
+                    return true;
+                }
+                Err(_) => crate::sync::spin_hint(),
+            }
+        }
+    }
+
+    /// Removes tenant → slot from its shard if it still maps there.
+    fn unpublish(&self, key: &str, slot: u32) {
+        let hash = self.hash(key);
+        let guard = epoch::pin();
+        let atomic = self.shard(hash);
+        loop {
+            // Acquire: see the shard we copy.
+            let cur = atomic.load(Ordering::Acquire, &guard);
+            // SAFETY: see `lookup`.
+            let shard = unsafe { cur.deref() };
+            if shard
+                .map
+                .find(hash, |(k, s)| &**k == key && *s == slot)
+                .is_none()
+            {
+                return;
+            }
+            let mut map = shard.map.clone();
+            if let Ok(e) = map.find_entry(hash, |(k, s)| &**k == key && *s == slot) {
+                e.remove();
+            }
+            // AcqRel: as in `publish`.
+            match atomic.compare_exchange(
+                cur,
+                epoch::Owned::new(Shard { map }),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+                &guard,
+            ) {
+                Ok(_) => {
+                    // SAFETY: as in `publish`.
+                    unsafe { guard.defer_destroy(cur) };
+                    return;
+                }
+                Err(_) => crate::sync::spin_hint(),
+            }
+        }
+    }
+
+    /// Finds a victim, makes it vacant, unlinks it; returns its slot.
+    fn evict(&self) -> Option<u32> {
+        let n = self.shards.len();
+        // Relaxed: only spreads the scans.
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed);
+        let mut lru: Option<(u64, u32, Word, StdArc<str>)> = None;
+        for i in 0..n.min(EVICT_SCAN_IDLE) {
+            if i == EVICT_SCAN_FIRST && lru.is_some() {
+                break;
+            }
+            let guard = epoch::pin();
+            // Acquire: see `lookup`.
+            let shard = self.shards[(start + i) % n].load(Ordering::Acquire, &guard);
+            // SAFETY: see `lookup`.
+            let shard = unsafe { shard.deref() };
+            for (key, slot) in shard.map.iter() {
+                let Some(p) = self.get(*slot) else { continue };
+                let w = p.cell.load();
+                if w.is_idle() {
+                    if self.take(p, w, key, *slot) {
+                        return Some(*slot);
+                    }
+                } else if w.phase() == Phase::Closed && w.probes() == 0 {
+                    // Relaxed: an eviction hint.
+                    let used = p.last_used.load(Ordering::Relaxed);
+                    if lru.as_ref().is_none_or(|(u, ..)| used < *u) {
+                        lru = Some((used, *slot, w, key.clone()));
+                    }
+                }
+            }
+        }
+        let (_, slot, w, key) = lru?;
+        let p = self.get(slot)?;
+        self.take(p, w, &key, slot).then_some(slot)
+    }
+
+    fn take(&self, p: &Partition, seen: Word, key: &str, slot: u32) -> bool {
+        if !p.cell.try_replace(seen, seen.transition(Phase::Vacant)) {
+            return false;
+        }
+        self.unpublish(key, slot);
+        true
+    }
+
+    /// Every live tenant partition with its slot and key.
+    pub(crate) fn live(&self) -> Vec<(u32, &Partition, StdArc<str>)> {
+        // Relaxed: a snapshot; slots beyond a racing insert are skipped.
+        let end = self.next.load(Ordering::Relaxed).min(self.capacity + 1);
+        (1..end)
+            .filter_map(|s| {
+                let p = self.get(s)?;
+                if p.cell.load().phase() == Phase::Vacant {
+                    return None;
+                }
+                Some((s, p, p.key()?))
+            })
+            .collect()
+    }
+
+    /// Slots ever allocated (live or vacant).
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> u32 {
+        self.next.load(Ordering::Relaxed) - 1
+    }
+}
+
+/// Bytes of one tenant partition in the arena (the key and its map entry
+/// come on top; counters only once something non-healthy happens).
+pub const PARTITION_BYTES: usize = std::mem::size_of::<Partition>();

@@ -1,0 +1,524 @@
+//! The YAML profile: parsed with serde (`deny_unknown_fields`), then
+//! validated into [`DependencyConfig`]s. Every rejection names the
+//! dependency and the field.
+
+use crate::fallback::Fallback;
+use crate::state::word::{MAX_COUNT, MAX_PROBES};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Default bound on tenant partitions per tenant-scoped dependency (C9).
+pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
+/// Largest `max_tenants` accepted.
+pub const MAX_MAX_TENANTS: u32 = 1 << 24;
+/// Largest `min_calls` the rolling window can count.
+pub const MAX_MIN_CALLS: u32 = (1 << 20) - 1;
+
+/// A profile that could not be loaded: every problem found, each naming
+/// the dependency and field it concerns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    problems: Vec<String>,
+}
+
+impl ConfigError {
+    fn one(msg: impl Into<String>) -> Self {
+        Self {
+            problems: vec![msg.into()],
+        }
+    }
+
+    /// Each problem, one sentence each.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid profile: {}", self.problems.join("; "))
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Whether a dependency has one breaker or one per tenant (C1, C9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// One partition, `global`.
+    Global,
+    /// One partition per tenant id.
+    Tenant,
+}
+
+/// When a closed breaker trips (C5).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TripPolicy {
+    /// After this many failures in a row.
+    ConsecutiveFailures(u32),
+    /// When failures / calls ≥ `rate` with at least `min_calls` calls in the
+    /// rolling `window`.
+    FailureRate {
+        /// Threshold in (0, 1].
+        rate: f64,
+        /// Calls needed in the window before the rate counts.
+        min_calls: u32,
+        /// Length of the rolling window.
+        window: Duration,
+    },
+}
+
+/// Backoff of the open period on re-trips from half-open (C6).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// Factor per re-trip, ≥ 1.
+    pub multiplier: f64,
+    /// Cap on the open period.
+    pub max: Duration,
+}
+
+/// One dependency's validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DependencyConfig {
+    /// The client module's name (C2).
+    pub name: String,
+    /// Global or per tenant.
+    pub isolation: Isolation,
+    /// Trip policy.
+    pub trip: TripPolicy,
+    /// Calls at least this slow count as failures.
+    pub slow_call: Option<Duration>,
+    /// Base open period.
+    pub open_duration: Duration,
+    /// Optional backoff.
+    pub backoff: Option<Backoff>,
+    /// Probes in flight at most (C7).
+    pub probe_budget: u32,
+    /// Probe successes needed to close (C8).
+    pub success_threshold: u32,
+    /// What callers get when not admitted (C3).
+    pub fallback: Fallback,
+    /// When a tripped breaker counts as stuck (C15).
+    pub recovery_bound: Duration,
+    /// Bound on tenant partitions (tenant isolation only).
+    pub max_tenants: u32,
+}
+
+/// A validated profile: the dependencies in the order they were declared.
+///
+/// ```
+/// let profile = breakerbank::Profile::from_yaml(r#"
+/// dependencies:
+///   email_client:
+///     isolation: global
+///     trip: {failure_rate: 0.5, min_calls: 20, window: 10s}
+///     open_duration: 15s
+///     half_open: {probe_budget: 1, success_threshold: 1}
+///     fallback: {kind: degraded}
+///     recovery_bound: 2m
+/// "#).unwrap();
+/// assert_eq!(profile.dependencies()[0].name, "email_client");
+///
+/// let err = breakerbank::Profile::from_yaml("dependencies:\n  GET /pay: {}\n").unwrap_err();
+/// assert!(err.to_string().contains("GET /pay"));
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    deps: Vec<DependencyConfig>,
+}
+
+impl Profile {
+    /// Parses and validates a YAML profile.
+    pub fn from_yaml(text: &str) -> Result<Profile, ConfigError> {
+        if text.trim().is_empty() {
+            return Err(ConfigError::one(
+                "the profile is empty: expected a `dependencies` mapping",
+            ));
+        }
+        let raw: RawProfile =
+            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::one(format!("{e}")))?;
+        let mut problems = Vec::new();
+        let mut deps = Vec::new();
+        if raw.dependencies.0.is_empty() {
+            problems.push("`dependencies` is empty: declare at least one dependency".into());
+        }
+        for (name, dep) in raw.dependencies.0 {
+            let mut v = Validator {
+                dep: &name,
+                problems: &mut problems,
+            };
+            if let Some(cfg) = v.dependency(&name, dep) {
+                deps.push(cfg);
+            }
+        }
+        if problems.is_empty() {
+            Ok(Profile { deps })
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+
+    /// Reads and validates a YAML profile file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Profile, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::one(format!("cannot read profile `{}`: {e}", path.display()))
+        })?;
+        Self::from_yaml(&text)
+    }
+
+    /// The dependencies, in declaration order.
+    pub fn dependencies(&self) -> &[DependencyConfig] {
+        &self.deps
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    dependencies: DepMap,
+}
+
+/// The `dependencies` mapping, keeping order and rejecting duplicate names
+/// (serde's map types would silently keep the last).
+struct DepMap(Vec<(String, RawDep)>);
+
+impl<'de> Deserialize<'de> for DepMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DepMap;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping from dependency name to its settings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DepMap, A::Error> {
+                let mut out: Vec<(String, RawDep)> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    if out.iter().any(|(n, _)| *n == name) {
+                        return Err(de::Error::custom(format!(
+                            "dependency `{name}` is declared twice"
+                        )));
+                    }
+                    let dep = map
+                        .next_value::<RawDep>()
+                        .map_err(|e| de::Error::custom(format!("dependency `{name}`: {e}")))?;
+                    out.push((name, dep));
+                }
+                Ok(DepMap(out))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<DepMap, E> {
+                Ok(DepMap(Vec::new()))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDep {
+    isolation: Option<String>,
+    trip: Option<RawTrip>,
+    open_duration: Option<String>,
+    backoff: Option<RawBackoff>,
+    half_open: Option<RawHalfOpen>,
+    fallback: Option<RawFallback>,
+    recovery_bound: Option<String>,
+    max_tenants: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrip {
+    consecutive_failures: Option<i64>,
+    failure_rate: Option<f64>,
+    min_calls: Option<i64>,
+    window: Option<String>,
+    slow_call: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBackoff {
+    multiplier: Option<f64>,
+    max: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHalfOpen {
+    probe_budget: Option<i64>,
+    success_threshold: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFallback {
+    kind: Option<String>,
+    code: Option<String>,
+    max_staleness: Option<String>,
+}
+
+const HTTP_METHODS: [&str; 9] = [
+    "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "CONNECT", "TRACE",
+];
+
+/// Why `name` looks like an inbound route rather than a client module (C2).
+pub(crate) fn route_like(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("is empty");
+    }
+    let method = HTTP_METHODS.iter().any(|m| {
+        name.len() > m.len()
+            && name.as_bytes()[..m.len()].eq_ignore_ascii_case(m.as_bytes())
+            && name.as_bytes()[m.len()].is_ascii_whitespace()
+    });
+    if method {
+        return Some("starts with an HTTP method");
+    }
+    if name.contains('/') {
+        return Some("contains `/`");
+    }
+    if name.chars().any(char::is_whitespace) {
+        return Some("contains whitespace");
+    }
+    None
+}
+
+struct Validator<'a> {
+    dep: &'a str,
+    problems: &'a mut Vec<String>,
+}
+
+impl Validator<'_> {
+    fn bad(&mut self, field: &str, what: impl fmt::Display) {
+        self.problems
+            .push(format!("dependency `{}`: field `{field}` {what}", self.dep));
+    }
+
+    fn required<T>(&mut self, field: &str, v: Option<T>) -> Option<T> {
+        if v.is_none() {
+            self.bad(field, "is required but missing");
+        }
+        v
+    }
+
+    fn duration(&mut self, field: &str, v: Option<String>) -> Option<Duration> {
+        let s = v?;
+        match humantime::parse_duration(s.trim()) {
+            Ok(d) if d.is_zero() => {
+                self.bad(field, format!("must be a positive duration, got `{s}`"));
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.bad(
+                    field,
+                    format!("must be a positive duration like `250ms`, `30s`, `5m` or `1h`, got `{s}` ({e})"),
+                );
+                None
+            }
+        }
+    }
+
+    fn count(&mut self, field: &str, v: Option<i64>, max: u32) -> Option<u32> {
+        let n = v?;
+        if n < 1 || n > i64::from(max) {
+            self.bad(field, format!("must be between 1 and {max}, got {n}"));
+            return None;
+        }
+        u32::try_from(n).ok()
+    }
+
+    fn dependency(&mut self, name: &str, raw: RawDep) -> Option<DependencyConfig> {
+        let before = self.problems.len();
+        if let Some(why) = route_like(name) {
+            self.problems.push(format!(
+                "dependency `{name}`: name {why}; name a dependency after its client module (e.g. `payments_client`), not an inbound route"
+            ));
+        }
+        let isolation = match self.required("isolation", raw.isolation).as_deref() {
+            Some("global") => Some(Isolation::Global),
+            Some("tenant") => Some(Isolation::Tenant),
+            Some(other) => {
+                self.bad(
+                    "isolation",
+                    format!("must be `global` or `tenant`, got `{other}`"),
+                );
+                None
+            }
+            None => None,
+        };
+        let (trip, slow_call) = match self.required("trip", raw.trip) {
+            Some(t) => self.trip(t),
+            None => (None, None),
+        };
+        let open_duration = self.required("open_duration", raw.open_duration);
+        let open_duration = self.duration("open_duration", open_duration);
+        let backoff = raw.backoff.and_then(|b| self.backoff(b, open_duration));
+        let (probe_budget, success_threshold) = match self.required("half_open", raw.half_open) {
+            Some(h) => {
+                let pb = self.required("half_open.probe_budget", h.probe_budget);
+                let st = self.required("half_open.success_threshold", h.success_threshold);
+                (
+                    self.count("half_open.probe_budget", pb, MAX_PROBES),
+                    self.count("half_open.success_threshold", st, MAX_COUNT),
+                )
+            }
+            None => (None, None),
+        };
+        let fallback = self
+            .required("fallback", raw.fallback)
+            .and_then(|f| self.fallback(f));
+        let recovery_bound = self.required("recovery_bound", raw.recovery_bound);
+        let recovery_bound = self.duration("recovery_bound", recovery_bound);
+        let max_tenants = match (raw.max_tenants, isolation) {
+            (Some(_), Some(Isolation::Global)) => {
+                self.bad("max_tenants", "is only allowed with `isolation: tenant`");
+                None
+            }
+            (Some(n), _) => self.count("max_tenants", Some(n), MAX_MAX_TENANTS),
+            (None, _) => Some(DEFAULT_MAX_TENANTS),
+        };
+        if self.problems.len() != before {
+            return None;
+        }
+        Some(DependencyConfig {
+            name: name.to_string(),
+            isolation: isolation?,
+            trip: trip?,
+            slow_call,
+            open_duration: open_duration?,
+            backoff,
+            probe_budget: probe_budget?,
+            success_threshold: success_threshold?,
+            fallback: fallback?,
+            recovery_bound: recovery_bound?,
+            max_tenants: max_tenants?,
+        })
+    }
+
+    fn trip(&mut self, t: RawTrip) -> (Option<TripPolicy>, Option<Duration>) {
+        let slow = self.duration("trip.slow_call", t.slow_call);
+        let policy = match (t.consecutive_failures, t.failure_rate) {
+            (Some(_), Some(_)) => {
+                self.bad(
+                    "trip",
+                    "sets both `consecutive_failures` and `failure_rate`; choose one",
+                );
+                None
+            }
+            (None, None) => {
+                self.bad(
+                    "trip",
+                    "needs `consecutive_failures: N` or `failure_rate: R` with `min_calls` and `window`",
+                );
+                None
+            }
+            (Some(n), None) => {
+                if t.min_calls.is_some() || t.window.is_some() {
+                    self.bad(
+                        "trip",
+                        "`min_calls` and `window` only go with `failure_rate`",
+                    );
+                }
+                self.count("trip.consecutive_failures", Some(n), MAX_COUNT)
+                    .map(TripPolicy::ConsecutiveFailures)
+            }
+            (None, Some(rate)) => {
+                let rate_ok = rate.is_finite() && rate > 0.0 && rate <= 1.0;
+                if !rate_ok {
+                    self.bad(
+                        "trip.failure_rate",
+                        format!("must be in (0, 1], got {rate}"),
+                    );
+                }
+                let mc = self.required("trip.min_calls", t.min_calls);
+                let min_calls = self.count("trip.min_calls", mc, MAX_MIN_CALLS);
+                let w = self.required("trip.window", t.window);
+                let window = self.duration("trip.window", w);
+                match (rate_ok, min_calls, window) {
+                    (true, Some(min_calls), Some(window)) => Some(TripPolicy::FailureRate {
+                        rate,
+                        min_calls,
+                        window,
+                    }),
+                    _ => None,
+                }
+            }
+        };
+        (policy, slow)
+    }
+
+    fn backoff(&mut self, b: RawBackoff, open: Option<Duration>) -> Option<Backoff> {
+        let m = self.required("backoff.multiplier", b.multiplier);
+        let max = self.required("backoff.max", b.max);
+        let max = self.duration("backoff.max", max);
+        let m = match m {
+            Some(m) if !(m.is_finite() && m >= 1.0) => {
+                self.bad("backoff.multiplier", format!("must be at least 1, got {m}"));
+                None
+            }
+            m => m,
+        };
+        if let (Some(max), Some(open)) = (max, open) {
+            if max < open {
+                self.bad(
+                    "backoff.max",
+                    format!("({max:?}) must not be shorter than `open_duration` ({open:?})"),
+                );
+                return None;
+            }
+        }
+        Some(Backoff {
+            multiplier: m?,
+            max: max?,
+        })
+    }
+
+    fn fallback(&mut self, f: RawFallback) -> Option<Fallback> {
+        let kind = self.required("fallback.kind", f.kind)?;
+        match kind.as_str() {
+            "error" => {
+                if f.max_staleness.is_some() {
+                    self.bad("fallback.max_staleness", "only goes with `kind: stale`");
+                }
+                match self.required("fallback.code", f.code) {
+                    Some(c) if c.trim().is_empty() => {
+                        self.bad("fallback.code", "must not be empty");
+                        None
+                    }
+                    Some(code) => Some(Fallback::Error { code }),
+                    None => None,
+                }
+            }
+            "stale" => {
+                if f.code.is_some() {
+                    self.bad("fallback.code", "only goes with `kind: error`");
+                }
+                let ms = self.required("fallback.max_staleness", f.max_staleness);
+                self.duration("fallback.max_staleness", ms)
+                    .map(|max_staleness| Fallback::Stale { max_staleness })
+            }
+            "degraded" => {
+                if f.code.is_some() || f.max_staleness.is_some() {
+                    self.bad(
+                        "fallback",
+                        "`kind: degraded` takes neither `code` nor `max_staleness`",
+                    );
+                }
+                Some(Fallback::Degraded)
+            }
+            other => {
+                self.bad(
+                    "fallback.kind",
+                    format!("must be `stale`, `degraded` or `error`, got `{other}`"),
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The atomic cell: the packed word plus its generation-tagged open-until.
+//!
+//! Ordering argument. The word is loaded with `Acquire` and replaced with
+//! an `AcqRel` compare-and-swap: a thread that sees a word also sees what
+//! the writer did before installing it (the slot owner and key written by
+//! eviction, see `partition.rs`). The open-until time cannot fit in the
+//! word, so the thread whose CAS tripped the breaker publishes it after the
+//! CAS in a side word tagged with the generation it belongs to. A reader
+//! that sees `Open(g)` but a side word tagged with another generation
+//! treats the period as not yet published and stays open: a late or
+//! missing publication can only keep a breaker open a moment longer,
+//! never let a probe through early. Publication only moves the tag
+//! forward (a stale publisher of an older generation backs off), so a
+//! newer episode's time is never overwritten by an older one.
+
+use super::machine::{self, Admission, Env, Policy, Recorded, Transition, Verdict};
+use super::word::{Word, GEN_MASK};
+use crate::clock::{Clock, Instant};
+use crate::sync::{spin_hint, AtomicU64, AtomicWord, Ordering};
+
+const TAG_SHIFT: u32 = 39;
+const MS_MASK: u64 = (1 << TAG_SHIFT) - 1;
+const NS_PER_MS: u64 = 1_000_000;
+
+/// What an update closure decides for one observed word.
+#[derive(Debug)]
+pub enum Step<R> {
+    /// Install this word (by CAS), then return `R`.
+    Install(Word, R),
+    /// Change nothing, return `R`.
+    Keep(R),
+}
+
+/// One partition's word and open-until.
+#[derive(Debug)]
+pub struct Cell {
+    word: AtomicWord,
+    // (generation << 39) | open-until in ms, rounded up.
+    until: AtomicU64,
+}
+
+impl Default for Cell {
+    fn default() -> Self {
+        Self::new(Word::FRESH)
+    }
+}
+
+/// Adapts a cell and a clock to [`machine::Env`]; reads the clock at most once.
+struct CellEnv<'a> {
+    cell: &'a Cell,
+    clock: &'a dyn Clock,
+    now: Option<Instant>,
+}
+
+impl Env for CellEnv<'_> {
+    fn now(&mut self) -> Instant {
+        *self.now.get_or_insert_with(|| self.clock.now())
+    }
+    fn open_until(&self, generation: u32) -> Option<Instant> {
+        self.cell.open_until(generation)
+    }
+}
+
+impl Cell {
+    /// A cell holding `w`.
+    pub fn new(w: Word) -> Self {
+        Self {
+            word: AtomicWord::new(w),
+            // Tag of a generation no fresh word has: nothing published yet.
+            until: AtomicU64::new(u64::from(GEN_MASK) << TAG_SHIFT),
+        }
+    }
+
+    /// The current word.
+    #[inline]
+    pub fn load(&self) -> Word {
+        // Acquire: pairs with the AcqRel CAS / Release store of the writer.
+        self.word.load(Ordering::Acquire)
+    }
+
+    /// Overwrites the word: only for a slot that no one else can be
+    /// admitted to (a vacant slot being handed to a new tenant).
+    pub fn store(&self, w: Word) {
+        // Release: the new owner's key and counters are visible to anyone
+        // who sees this word.
+        self.word.store(w, Ordering::Release)
+    }
+
+    /// The one compare-and-swap loop: `f` sees each observed word and
+    /// decides; it may run several times under contention.
+    #[inline]
+    pub fn update<R>(&self, mut f: impl FnMut(Word) -> Step<R>) -> R {
+        let mut cur = self.load();
+        loop {
+            match f(cur) {
+                Step::Keep(r) => return r,
+                Step::Install(next, r) => {
+                    // AcqRel: publish our transition and see the one we replace.
+                    match self.word.compare_exchange_weak(
+                        cur,
+                        next,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return r,
+                        Err(seen) => {
+                            cur = seen;
+                            spin_hint();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of the open period of `generation`, if published.
+    #[inline]
+    pub fn open_until(&self, generation: u32) -> Option<Instant> {
+        // Acquire: pairs with the publisher's Release; the tag says whose it is.
+        let v = self.until.load(Ordering::Acquire);
+        ((v >> TAG_SHIFT) as u32 == generation & GEN_MASK)
+            .then(|| Instant::from_nanos((v & MS_MASK).saturating_mul(NS_PER_MS)))
+    }
+
+    /// Publishes the open-until of a trip this thread's CAS made.
+    pub fn publish_open_until(&self, generation: u32, until: Instant) {
+        let ms = until.as_nanos().div_ceil(NS_PER_MS).min(MS_MASK);
+        let new = (u64::from(generation & GEN_MASK) << TAG_SHIFT) | ms;
+        let mut cur = self.until.load(Ordering::Acquire);
+        loop {
+            let tag = (cur >> TAG_SHIFT) as u32;
+            let ahead = tag.wrapping_sub(generation) & GEN_MASK;
+            if ahead != 0 && ahead < (GEN_MASK >> 1) {
+                return; // a newer episode already published its own time
+            }
+            // Release: readers that match the tag see a complete value.
+            match self
+                .until
+                .compare_exchange_weak(cur, new, Ordering::Release, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Admission; `valid` is re-checked on every observed word (slot
+    /// ownership for tenant partitions). Returns `None` when `valid` fails.
+    #[inline]
+    pub fn admit(
+        &self,
+        policy: &Policy,
+        clock: &dyn Clock,
+        valid: impl Fn(Word) -> bool,
+    ) -> Option<(Admission, Option<Transition>)> {
+        let mut env = CellEnv {
+            cell: self,
+            clock,
+            now: None,
+        };
+        self.update(|w| {
+            if !valid(w) {
+                return Step::Keep(None);
+            }
+            match machine::admit(w, policy, &mut env) {
+                (None, a) => Step::Keep(Some((a, None))),
+                (Some(next), a) => {
+                    Step::Install(next, Some((a, machine::admit_transition(w, Some(next)))))
+                }
+            }
+        })
+    }
+
+    /// Records an outcome for a permit of `generation`.
+    #[inline]
+    pub fn record(
+        &self,
+        policy: &Policy,
+        clock: &dyn Clock,
+        generation: u32,
+        probe: bool,
+        verdict: Verdict,
+        trip: bool,
+    ) -> Recorded {
+        let mut env = CellEnv {
+            cell: self,
+            clock,
+            now: None,
+        };
+        let r = self.update(|w| {
+            match machine::record(w, policy, generation, probe, verdict, trip, &mut env) {
+                (None, r) => Step::Keep(r),
+                (Some(next), r) => Step::Install(next, r),
+            }
+        });
+        if let Recorded::Transition(t) = r {
+            self.publish(&t);
+        }
+        r
+    }
+
+    /// Applies an operator action (`machine::reset` or `machine::force_open`)
+    /// if `valid` holds for the observed word.
+    pub fn operate(
+        &self,
+        action: fn(Word) -> Option<(Word, Transition)>,
+        valid: impl Fn(Word) -> bool,
+    ) -> Option<Transition> {
+        self.update(|w| {
+            if !valid(w) {
+                return Step::Keep(None);
+            }
+            match action(w) {
+                Some((next, t)) => Step::Install(next, Some(t)),
+                None => Step::Keep(None),
+            }
+        })
+    }
+
+    /// Publishes what a transition needs beside the word.
+    pub fn publish(&self, t: &Transition) {
+        if let Some(until) = t.open_until {
+            self.publish_open_until(t.generation, until);
+        }
+    }
+
+    /// CAS from an observed word to another, once; for eviction.
+    pub fn try_replace(&self, current: Word, new: Word) -> bool {
+        // AcqRel: as in `update`.
+        self.word
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::state::word::Phase;
+    use std::time::Duration;
+
+    #[test]
+    fn c12_open_until_is_tagged_by_generation() {
+        let c = Cell::default();
+        assert_eq!(c.open_until(0), None);
+        c.publish_open_until(5, Instant::from_nanos(1_500_001));
+        assert_eq!(c.open_until(5), Some(Instant::from_nanos(2_000_000)));
+        assert_eq!(c.open_until(4), None);
+        // A stale publisher of an older generation does not overwrite.
+        c.publish_open_until(3, Instant::from_nanos(9_000_000));
+        assert_eq!(c.open_until(5), Some(Instant::from_nanos(2_000_000)));
+        c.publish_open_until(6, Instant::from_nanos(9_000_000));
+        assert_eq!(c.open_until(6), Some(Instant::from_nanos(9_000_000)));
+    }
+
+    #[test]
+    fn c5_trip_publishes_open_until() {
+        let c = Cell::default();
+        let clock = ManualClock::new();
+        let p = Policy {
+            consecutive_failures: Some(1),
+            probe_budget: 1,
+            success_threshold: 1,
+            open_duration: Duration::from_secs(1),
+            backoff: None,
+        };
+        let r = c.record(&p, &clock, 0, false, Verdict::Failure, false);
+        assert!(matches!(r, Recorded::Transition(_)));
+        let w = c.load();
+        assert_eq!(w.phase(), Phase::Open);
+        assert_eq!(
+            c.open_until(w.generation()),
+            Some(Instant::from_nanos(1_000_000_000))
+        );
+    }
+}

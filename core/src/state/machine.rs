@@ -1,0 +1,562 @@
+//! Pure transitions over a [`Word`]: no atomics, no clock of their own.
+//!
+//! Each function takes the current word and returns the word to install
+//! (or `None` when nothing changes) plus what happened. [`super::cell`]
+//! runs them inside its single compare-and-swap loop; unit tests and the
+//! proptest model drive them directly.
+
+use super::word::{Phase, Word, GEN_MASK};
+use crate::clock::Instant;
+use std::time::Duration;
+
+/// The per-dependency knobs the transitions need (built from the profile).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// `Some(n)`: trip after `n` consecutive failures. `None`: the caller
+    /// decides trips (failure-rate window) and passes `trip` to [`record`].
+    pub consecutive_failures: Option<u32>,
+    /// Most probes in flight at once (C7).
+    pub probe_budget: u32,
+    /// Probe successes that close a half-open breaker (C8).
+    pub success_threshold: u32,
+    /// Base open period (C6).
+    pub open_duration: Duration,
+    /// Optional `(multiplier, max)` applied per re-trip from half-open (C6).
+    pub backoff: Option<(f64, Duration)>,
+}
+
+impl Policy {
+    /// Open period after `trips` re-trips from half-open, capped by the backoff max.
+    pub fn open_duration_for(&self, trips: u32) -> Duration {
+        match self.backoff {
+            None => self.open_duration,
+            Some((mult, max)) => {
+                let secs = self.open_duration.as_secs_f64() * mult.powi(trips as i32);
+                if !secs.is_finite() || secs >= max.as_secs_f64() {
+                    max
+                } else {
+                    Duration::from_secs_f64(secs).max(self.open_duration)
+                }
+            }
+        }
+    }
+}
+
+/// What the cell must know of the world to run a transition.
+pub trait Env {
+    /// The bank's clock; called only on paths that need time.
+    fn now(&mut self) -> Instant;
+    /// End of the open period of generation `generation`, if already published.
+    fn open_until(&self, generation: u32) -> Option<Instant>;
+}
+
+/// Why an admission was refused by the word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Open, open period not over.
+    Open,
+    /// Half-open and every probe slot is taken.
+    ProbeBudget,
+    /// Forced open by an operator.
+    ForcedOpen,
+}
+
+/// Result of an admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Admitted under `generation`; `probe` when it holds a probe slot.
+    Admit {
+        /// Generation the permit belongs to.
+        generation: u32,
+        /// Holds a probe slot.
+        probe: bool,
+    },
+    /// Refused, with the time until the next probe can be admitted (open only).
+    Refuse {
+        /// The reason.
+        refusal: Refusal,
+        /// Time until a probe can be admitted, for `Open`.
+        retry_after: Option<Duration>,
+    },
+    /// The slot is being recycled; look the tenant up again.
+    Vacant,
+}
+
+/// Outcome as the word sees it (slow calls already turned into failures).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The call succeeded.
+    Success,
+    /// The call failed.
+    Failure,
+    /// The caller gave up; counts as neither.
+    Cancelled,
+}
+
+/// A state change the cell must publish (events, metrics, open-until).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// Phase before.
+    pub from: Phase,
+    /// Phase after.
+    pub to: Phase,
+    /// Generation after.
+    pub generation: u32,
+    /// For a trip into `Open`: when the open period ends.
+    pub open_until: Option<Instant>,
+}
+
+/// What a record did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// Applied to the current episode without a transition.
+    Applied,
+    /// From an older generation: counted as late only (C13).
+    Late,
+    /// Applied and caused a transition.
+    Transition(Transition),
+}
+
+fn transition(w: Word, to: Phase, now: Option<Instant>, policy: &Policy) -> (Word, Transition) {
+    let trips = match (w.phase(), to) {
+        (Phase::HalfOpen, Phase::Open) => w.trips() + 1,
+        (_, Phase::Open) => 0,
+        (_, Phase::HalfOpen) => w.trips(),
+        _ => 0,
+    };
+    let next = w.transition(to).with_trips(trips);
+    let open_until = match (to, now) {
+        (Phase::Open, Some(now)) => Some(now + policy.open_duration_for(next.trips())),
+        _ => None,
+    };
+    let t = Transition {
+        from: w.phase(),
+        to,
+        generation: next.generation(),
+        open_until,
+    };
+    (next, t)
+}
+
+/// Admission (C7, C12). A closed word is admitted without reading the clock.
+pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Admission) {
+    match w.phase() {
+        Phase::Closed => (
+            None,
+            Admission::Admit {
+                generation: w.generation(),
+                probe: false,
+            },
+        ),
+        Phase::ForcedOpen => (
+            None,
+            Admission::Refuse {
+                refusal: Refusal::ForcedOpen,
+                retry_after: None,
+            },
+        ),
+        Phase::Vacant => (None, Admission::Vacant),
+        Phase::HalfOpen => take_probe_within(w, policy, false),
+        Phase::Open => {
+            let Some(until) = env.open_until(w.generation()) else {
+                // The trip is being published right now: still open.
+                let retry = policy.open_duration_for(w.trips());
+                return (
+                    None,
+                    Admission::Refuse {
+                        refusal: Refusal::Open,
+                        retry_after: Some(retry),
+                    },
+                );
+            };
+            let now = env.now();
+            if now < until {
+                return (
+                    None,
+                    Admission::Refuse {
+                        refusal: Refusal::Open,
+                        retry_after: Some(until.saturating_duration_since(now)),
+                    },
+                );
+            }
+            // The open period is over (however far the clock jumped): go
+            // half-open. Never closed here: closing needs probes (C12, C8).
+            let (half, _) = transition(w, Phase::HalfOpen, None, policy);
+            take_probe_within(half, policy, true)
+        }
+    }
+}
+
+fn take_probe_within(half: Word, policy: &Policy, changed: bool) -> (Option<Word>, Admission) {
+    if half.probes() >= policy.probe_budget {
+        return (
+            changed.then_some(half),
+            Admission::Refuse {
+                refusal: Refusal::ProbeBudget,
+                retry_after: None,
+            },
+        );
+    }
+    (
+        Some(half.with_probes(half.probes() + 1)),
+        Admission::Admit {
+            generation: half.generation(),
+            probe: true,
+        },
+    )
+}
+
+/// Whether a transition happened during [`admit`] (Open → HalfOpen).
+pub fn admit_transition(old: Word, new: Option<Word>) -> Option<Transition> {
+    let new = new?;
+    (new.phase() != old.phase()).then(|| Transition {
+        from: old.phase(),
+        to: new.phase(),
+        generation: new.generation(),
+        open_until: None,
+    })
+}
+
+/// Recording an outcome (C5, C8, C10, C13).
+///
+/// `trip` is the failure-rate window's verdict for a closed failure; it is
+/// ignored under the consecutive policy. `now` is read only when tripping.
+pub fn record(
+    w: Word,
+    policy: &Policy,
+    generation: u32,
+    probe: bool,
+    verdict: Verdict,
+    trip: bool,
+    env: &mut impl Env,
+) -> (Option<Word>, Recorded) {
+    let same = w.generation() == (generation & GEN_MASK);
+    if !same || matches!(w.phase(), Phase::Vacant | Phase::Open | Phase::ForcedOpen) {
+        // Late: never counted, but a probe still returns its slot (C7, C13).
+        let next = (probe && w.probes() > 0).then(|| w.with_probes(w.probes() - 1));
+        return (next, Recorded::Late);
+    }
+    match (w.phase(), verdict) {
+        (Phase::Closed, Verdict::Cancelled) => (None, Recorded::Applied),
+        (Phase::Closed, Verdict::Success) => {
+            if w.count() == 0 {
+                (None, Recorded::Applied)
+            } else {
+                (Some(w.with_count(0)), Recorded::Applied)
+            }
+        }
+        (Phase::Closed, Verdict::Failure) => {
+            let failures = w.count().saturating_add(1);
+            let trips = match policy.consecutive_failures {
+                Some(n) => failures >= n,
+                None => trip,
+            };
+            if trips {
+                let now = env.now();
+                let (next, t) = transition(w, Phase::Open, Some(now), policy);
+                (Some(next), Recorded::Transition(t))
+            } else if policy.consecutive_failures.is_some() {
+                (Some(w.with_count(failures)), Recorded::Applied)
+            } else {
+                (None, Recorded::Applied)
+            }
+        }
+        (Phase::HalfOpen, v) => {
+            let w = if probe {
+                w.with_probes(w.probes().saturating_sub(1))
+            } else {
+                w
+            };
+            match v {
+                Verdict::Cancelled => (Some(w), Recorded::Applied),
+                Verdict::Success => {
+                    let successes = w.count().saturating_add(1);
+                    if successes >= policy.success_threshold {
+                        let (next, t) = transition(w, Phase::Closed, None, policy);
+                        (Some(next), Recorded::Transition(t))
+                    } else {
+                        (Some(w.with_count(successes)), Recorded::Applied)
+                    }
+                }
+                Verdict::Failure => {
+                    let now = env.now();
+                    let (next, t) = transition(w, Phase::Open, Some(now), policy);
+                    (Some(next), Recorded::Transition(t))
+                }
+            }
+        }
+        _ => (None, Recorded::Late),
+    }
+}
+
+/// Operator reset (C11): closed, new generation, counters and backoff cleared.
+/// Probes in flight keep their slots; their records will be late.
+pub fn reset(w: Word) -> Option<(Word, Transition)> {
+    if w.phase() == Phase::Vacant {
+        return None;
+    }
+    let next = w.transition(Phase::Closed).with_trips(0);
+    Some((
+        next,
+        Transition {
+            from: w.phase(),
+            to: Phase::Closed,
+            generation: next.generation(),
+            open_until: None,
+        },
+    ))
+}
+
+/// Operator force-open (C11): isolated until reset, new generation.
+pub fn force_open(w: Word) -> Option<(Word, Transition)> {
+    if w.phase() == Phase::Vacant {
+        return None;
+    }
+    let next = w.transition(Phase::ForcedOpen);
+    Some((
+        next,
+        Transition {
+            from: w.phase(),
+            to: Phase::ForcedOpen,
+            generation: next.generation(),
+            open_until: None,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TestEnv {
+        now: Instant,
+        until: Option<(u32, Instant)>,
+        reads: u32,
+    }
+    impl Env for TestEnv {
+        fn now(&mut self) -> Instant {
+            self.reads += 1;
+            self.now
+        }
+        fn open_until(&self, g: u32) -> Option<Instant> {
+            self.until.filter(|(gen, _)| *gen == g).map(|(_, t)| t)
+        }
+    }
+    fn env(now_s: u64) -> TestEnv {
+        TestEnv {
+            now: Instant::from_nanos(now_s * 1_000_000_000),
+            until: None,
+            reads: 0,
+        }
+    }
+    fn policy() -> Policy {
+        Policy {
+            consecutive_failures: Some(3),
+            probe_budget: 2,
+            success_threshold: 2,
+            open_duration: Duration::from_secs(30),
+            backoff: Some((2.0, Duration::from_secs(100))),
+        }
+    }
+
+    #[test]
+    fn c5_consecutive_failures_trip_at_threshold() {
+        let p = policy();
+        let mut e = env(0);
+        let mut w = Word::FRESH;
+        for i in 1..3 {
+            let (n, r) = record(w, &p, 0, false, Verdict::Failure, false, &mut e);
+            assert_eq!(r, Recorded::Applied);
+            w = n.unwrap();
+            assert_eq!(w.count(), i);
+        }
+        let (n, r) = record(w, &p, 0, false, Verdict::Failure, false, &mut e);
+        let w = n.unwrap();
+        assert_eq!(w.phase(), Phase::Open);
+        assert_eq!(w.generation(), 1);
+        match r {
+            Recorded::Transition(t) => {
+                assert_eq!(t.open_until, Some(Instant::from_nanos(30_000_000_000)))
+            }
+            other => panic!("expected a trip, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn c5_success_clears_consecutive_failures() {
+        let p = policy();
+        let mut e = env(0);
+        let w = Word::FRESH.with_count(2);
+        let (n, _) = record(w, &p, 0, false, Verdict::Success, false, &mut e);
+        assert_eq!(n.unwrap().count(), 0);
+    }
+
+    #[test]
+    fn healthy_path_writes_nothing_and_reads_no_clock() {
+        let p = policy();
+        let mut e = env(0);
+        let (n, a) = admit(Word::FRESH, &p, &mut e);
+        assert_eq!(n, None);
+        assert_eq!(
+            a,
+            Admission::Admit {
+                generation: 0,
+                probe: false
+            }
+        );
+        let (n, r) = record(Word::FRESH, &p, 0, false, Verdict::Success, false, &mut e);
+        assert_eq!((n, r), (None, Recorded::Applied));
+        assert_eq!(e.reads, 0);
+    }
+
+    #[test]
+    fn c7_half_open_admits_at_most_budget_probes() {
+        let p = policy();
+        let mut e = env(0);
+        let mut w = Word::FRESH.with_phase(Phase::HalfOpen);
+        for _ in 0..2 {
+            let (n, a) = admit(w, &p, &mut e);
+            assert!(matches!(a, Admission::Admit { probe: true, .. }));
+            w = n.unwrap();
+        }
+        let (n, a) = admit(w, &p, &mut e);
+        assert_eq!(n, None);
+        assert_eq!(
+            a,
+            Admission::Refuse {
+                refusal: Refusal::ProbeBudget,
+                retry_after: None
+            }
+        );
+    }
+
+    #[test]
+    fn c12_open_period_end_goes_half_open_never_closed() {
+        let p = policy();
+        let w = Word::FRESH.transition(Phase::Open);
+        let mut e = env(36_000); // ten hours later
+        e.until = Some((w.generation(), Instant::from_nanos(30_000_000_000)));
+        let (n, a) = admit(w, &p, &mut e);
+        let n = n.unwrap();
+        assert_eq!(n.phase(), Phase::HalfOpen);
+        assert_eq!(n.probes(), 1);
+        assert!(matches!(a, Admission::Admit { probe: true, .. }));
+    }
+
+    #[test]
+    fn c12_unpublished_open_until_stays_open() {
+        let p = policy();
+        let w = Word::FRESH.transition(Phase::Open);
+        let mut e = env(36_000);
+        let (n, a) = admit(w, &p, &mut e);
+        assert_eq!(n, None);
+        assert!(matches!(
+            a,
+            Admission::Refuse {
+                refusal: Refusal::Open,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn c8_threshold_two_needs_two_successes() {
+        let p = policy();
+        let mut e = env(0);
+        let w = Word::FRESH.transition(Phase::HalfOpen).with_probes(2);
+        let g = w.generation();
+        let (n, r) = record(w, &p, g, true, Verdict::Success, false, &mut e);
+        let w = n.unwrap();
+        assert_eq!(r, Recorded::Applied);
+        assert_eq!(w.phase(), Phase::HalfOpen);
+        let (n, r) = record(w, &p, g, true, Verdict::Success, false, &mut e);
+        let w = n.unwrap();
+        assert!(matches!(r, Recorded::Transition(_)));
+        assert_eq!(w.phase(), Phase::Closed);
+        assert_eq!(w.probes(), 0);
+    }
+
+    #[test]
+    fn c8_probe_failure_reopens_with_backoff() {
+        let p = policy();
+        let mut e = env(10);
+        let w = Word::FRESH.transition(Phase::HalfOpen).with_probes(1);
+        let (n, r) = record(w, &p, w.generation(), true, Verdict::Failure, false, &mut e);
+        let n = n.unwrap();
+        assert_eq!(n.phase(), Phase::Open);
+        assert_eq!(n.trips(), 1);
+        match r {
+            Recorded::Transition(t) => {
+                assert_eq!(t.open_until, Some(Instant::from_nanos(70_000_000_000)))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn c6_backoff_is_capped() {
+        let p = policy();
+        assert_eq!(p.open_duration_for(0), Duration::from_secs(30));
+        assert_eq!(p.open_duration_for(1), Duration::from_secs(60));
+        assert_eq!(p.open_duration_for(2), Duration::from_secs(100));
+        assert_eq!(p.open_duration_for(63), Duration::from_secs(100));
+    }
+
+    #[test]
+    fn c13_late_record_only_returns_the_probe_slot() {
+        let p = policy();
+        let mut e = env(0);
+        let w = Word::FRESH.transition(Phase::HalfOpen).with_probes(1);
+        let old = w.generation();
+        let w = w.transition(Phase::Open); // probe failed elsewhere, new episode
+        let (n, r) = record(w, &p, old, true, Verdict::Success, false, &mut e);
+        assert_eq!(r, Recorded::Late);
+        let n = n.unwrap();
+        assert_eq!(n.probes(), 0);
+        assert_eq!(n.phase(), Phase::Open);
+        assert_eq!(n.count(), 0);
+        let (n, r) = record(w, &p, old, false, Verdict::Failure, false, &mut e);
+        assert_eq!((n, r), (None, Recorded::Late));
+    }
+
+    #[test]
+    fn c10_cancelled_counts_neither_and_returns_slot() {
+        let p = policy();
+        let mut e = env(0);
+        let w = Word::FRESH
+            .transition(Phase::HalfOpen)
+            .with_probes(1)
+            .with_count(1);
+        let (n, r) = record(
+            w,
+            &p,
+            w.generation(),
+            true,
+            Verdict::Cancelled,
+            false,
+            &mut e,
+        );
+        let n = n.unwrap();
+        assert_eq!(r, Recorded::Applied);
+        assert_eq!(n.probes(), 0);
+        assert_eq!(n.count(), 1);
+        assert_eq!(n.phase(), Phase::HalfOpen);
+    }
+
+    #[test]
+    fn c11_reset_and_force_open_bump_generation() {
+        let w = Word::FRESH
+            .transition(Phase::Open)
+            .with_trips(3)
+            .with_probes(1);
+        let (r, t) = reset(w).unwrap();
+        assert_eq!(r.phase(), Phase::Closed);
+        assert_eq!(r.trips(), 0);
+        assert_eq!(r.probes(), 1, "in-flight probes keep their slots");
+        assert_eq!(t.generation, w.generation() + 1);
+        let (f, _) = force_open(r).unwrap();
+        assert_eq!(f.phase(), Phase::ForcedOpen);
+        assert_eq!(f.generation(), r.generation() + 1);
+        assert!(reset(Word::FRESH.with_phase(Phase::Vacant)).is_none());
+    }
+}

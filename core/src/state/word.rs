@@ -1,0 +1,252 @@
+//! The packed breaker word: one partition's whole admission state in 64 bits.
+//!
+//! | bits    | field        | meaning                                                         |
+//! |---------|--------------|-----------------------------------------------------------------|
+//! | 0..3    | `state`      | [`Phase`]: closed, open, half-open, forced-open, vacant         |
+//! | 3..13   | `probes`     | probe permits in flight (all half-open episodes), ≤ 1023        |
+//! | 13..19  | `trips`      | re-trips from half-open since the last close (backoff exponent) |
+//! | 19..39  | `count`      | closed: consecutive failures; half-open: probe successes        |
+//! | 39..64  | `generation` | changes on every transition; permits carry it (C13); wraps      |
+//!
+//! Counters saturate at their field's maximum instead of wrapping into the
+//! neighbouring field; the profile caps thresholds and budgets below those
+//! maxima so saturation never changes a decision. The open-until time does
+//! not fit here: it lives beside the word in a generation-tagged side word
+//! (see [`super::cell`]).
+//!
+//! `Word` is a plain `Copy` value: every transition is a pure function over
+//! it ([`super::machine`]), and only [`super::cell`] touches the atomic.
+
+use bytemuck::NoUninit;
+
+/// Phase of a partition, the 3-bit `state` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Phase {
+    /// Traffic flows; failures are being counted.
+    Closed = 0,
+    /// Tripped: calls get the fallback until the open period ends.
+    Open = 1,
+    /// Probing: at most `probe_budget` calls in flight.
+    HalfOpen = 2,
+    /// Isolated by an operator until `reset`.
+    ForcedOpen = 3,
+    /// A tenant slot being recycled by eviction; never seen through the API.
+    Vacant = 4,
+}
+
+const STATE_BITS: u32 = 3;
+const PROBE_BITS: u32 = 10;
+const TRIP_BITS: u32 = 6;
+const COUNT_BITS: u32 = 20;
+const GEN_BITS: u32 = 25;
+
+const STATE_SHIFT: u32 = 0;
+const PROBE_SHIFT: u32 = STATE_SHIFT + STATE_BITS;
+const TRIP_SHIFT: u32 = PROBE_SHIFT + PROBE_BITS;
+const COUNT_SHIFT: u32 = TRIP_SHIFT + TRIP_BITS;
+const GEN_SHIFT: u32 = COUNT_SHIFT + COUNT_BITS;
+const _: () = assert!(GEN_SHIFT + GEN_BITS == 64);
+
+const fn mask(bits: u32) -> u64 {
+    (1u64 << bits) - 1
+}
+
+/// Largest probe budget the word can hold.
+pub const MAX_PROBES: u32 = mask(PROBE_BITS) as u32;
+/// Largest failure or success threshold the word can hold.
+pub const MAX_COUNT: u32 = mask(COUNT_BITS) as u32;
+/// Largest backoff exponent kept; beyond it the cap `max` applies anyway.
+pub const MAX_TRIPS: u32 = mask(TRIP_BITS) as u32;
+/// Generations wrap at this modulus.
+pub const GEN_MASK: u32 = mask(GEN_BITS) as u32;
+
+/// One partition's packed state (see the module docs for the bit layout).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, NoUninit)]
+#[repr(transparent)]
+pub struct Word(u64);
+
+impl Word {
+    /// A fresh partition: closed, generation 0, nothing counted.
+    pub const FRESH: Word = Word(0);
+
+    /// The raw bits.
+    #[inline]
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// From raw bits.
+    #[inline]
+    pub const fn from_bits(bits: u64) -> Word {
+        Word(bits)
+    }
+
+    #[inline]
+    const fn field(self, shift: u32, bits: u32) -> u32 {
+        ((self.0 >> shift) & mask(bits)) as u32
+    }
+
+    #[inline]
+    const fn with_field(self, shift: u32, bits: u32, v: u32) -> Word {
+        let m = mask(bits) << shift;
+        Word((self.0 & !m) | (((v as u64) & mask(bits)) << shift))
+    }
+
+    /// The phase.
+    #[inline]
+    pub const fn phase(self) -> Phase {
+        match self.field(STATE_SHIFT, STATE_BITS) {
+            0 => Phase::Closed,
+            1 => Phase::Open,
+            2 => Phase::HalfOpen,
+            3 => Phase::ForcedOpen,
+            _ => Phase::Vacant,
+        }
+    }
+
+    /// Probe permits in flight.
+    #[inline]
+    pub const fn probes(self) -> u32 {
+        self.field(PROBE_SHIFT, PROBE_BITS)
+    }
+
+    /// Re-trips since the last close.
+    #[inline]
+    pub const fn trips(self) -> u32 {
+        self.field(TRIP_SHIFT, TRIP_BITS)
+    }
+
+    /// Consecutive failures (closed) or probe successes (half-open).
+    #[inline]
+    pub const fn count(self) -> u32 {
+        self.field(COUNT_SHIFT, COUNT_BITS)
+    }
+
+    /// The generation.
+    #[inline]
+    pub const fn generation(self) -> u32 {
+        self.field(GEN_SHIFT, GEN_BITS)
+    }
+
+    /// With another phase.
+    #[inline]
+    pub const fn with_phase(self, p: Phase) -> Word {
+        self.with_field(STATE_SHIFT, STATE_BITS, p as u32)
+    }
+
+    /// With `probes` set, saturating at [`MAX_PROBES`].
+    #[inline]
+    pub const fn with_probes(self, n: u32) -> Word {
+        let n = if n > MAX_PROBES { MAX_PROBES } else { n };
+        self.with_field(PROBE_SHIFT, PROBE_BITS, n)
+    }
+
+    /// With `trips` set, saturating at [`MAX_TRIPS`].
+    #[inline]
+    pub const fn with_trips(self, n: u32) -> Word {
+        let n = if n > MAX_TRIPS { MAX_TRIPS } else { n };
+        self.with_field(TRIP_SHIFT, TRIP_BITS, n)
+    }
+
+    /// With `count` set, saturating at [`MAX_COUNT`].
+    #[inline]
+    pub const fn with_count(self, n: u32) -> Word {
+        let n = if n > MAX_COUNT { MAX_COUNT } else { n };
+        self.with_field(COUNT_SHIFT, COUNT_BITS, n)
+    }
+
+    /// The next generation (wrapping), everything else kept.
+    #[inline]
+    pub const fn next_generation(self) -> Word {
+        self.with_field(
+            GEN_SHIFT,
+            GEN_BITS,
+            self.generation().wrapping_add(1) & GEN_MASK,
+        )
+    }
+
+    /// A transition: new phase, next generation, count cleared.
+    #[inline]
+    pub const fn transition(self, p: Phase) -> Word {
+        self.with_phase(p).next_generation().with_count(0)
+    }
+
+    /// Closed with nothing counted and nothing in flight: equal to a fresh
+    /// partition but for the generation, so evicting it loses nothing (C9).
+    #[inline]
+    pub const fn is_idle(self) -> bool {
+        matches!(self.phase(), Phase::Closed) && self.count() == 0 && self.probes() == 0
+    }
+}
+
+impl std::fmt::Debug for Word {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Word")
+            .field("phase", &self.phase())
+            .field("probes", &self.probes())
+            .field("trips", &self.trips())
+            .field("count", &self.count())
+            .field("generation", &self.generation())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_round_trip_without_touching_neighbours() {
+        let w = Word::FRESH
+            .with_phase(Phase::HalfOpen)
+            .with_probes(MAX_PROBES)
+            .with_trips(MAX_TRIPS)
+            .with_count(MAX_COUNT);
+        assert_eq!(w.phase(), Phase::HalfOpen);
+        assert_eq!(w.probes(), MAX_PROBES);
+        assert_eq!(w.trips(), MAX_TRIPS);
+        assert_eq!(w.count(), MAX_COUNT);
+        assert_eq!(w.generation(), 0);
+    }
+
+    #[test]
+    fn counters_saturate_instead_of_wrapping() {
+        let w = Word::FRESH
+            .with_count(MAX_COUNT + 5)
+            .with_probes(MAX_PROBES + 1);
+        assert_eq!(w.count(), MAX_COUNT);
+        assert_eq!(w.probes(), MAX_PROBES);
+        assert_eq!(
+            w.generation(),
+            0,
+            "saturation must not spill into the generation"
+        );
+        assert_eq!(w.trips(), 0);
+    }
+
+    #[test]
+    fn c13_generation_wraps_within_its_field() {
+        let mut w = Word::FRESH.with_phase(Phase::Open);
+        for _ in 0..3 {
+            w = w.next_generation();
+        }
+        assert_eq!(w.generation(), 3);
+        let top = Word::from_bits(u64::MAX)
+            .with_phase(Phase::Closed)
+            .with_probes(0);
+        assert_eq!(top.generation(), GEN_MASK);
+        let wrapped = top.next_generation();
+        assert_eq!(wrapped.generation(), 0);
+        assert_eq!(wrapped.count(), top.count());
+    }
+
+    #[test]
+    fn c9_idle_means_fresh_but_for_generation() {
+        assert!(Word::FRESH.is_idle());
+        assert!(Word::FRESH.next_generation().is_idle());
+        assert!(!Word::FRESH.with_count(1).is_idle());
+        assert!(!Word::FRESH.with_probes(1).is_idle());
+        assert!(!Word::FRESH.with_phase(Phase::Open).is_idle());
+    }
+}

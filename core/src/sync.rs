@@ -1,0 +1,93 @@
+//! The only place that names atomics, `Arc` and threads.
+//!
+//! Under `--cfg loom` every primitive comes from loom so the models in
+//! `loom-tests/` explore the real code; otherwise from std. The packed
+//! breaker word uses `atomic::Atomic<Word>` (default features off, so a
+//! size without native atomics cannot compile); loom has no typed atomic,
+//! so under loom [`AtomicWord`] wraps loom's `AtomicU64` with the same
+//! method names.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Arc, Mutex};
+
+// Aliases rather than re-exports, so clippy's `disallowed-types` (which
+// bans the std paths everywhere else) sees the alias here and not the
+// std type at every use.
+#[cfg(not(loom))]
+#[allow(clippy::disallowed_types)]
+mod std_prims {
+    pub(crate) type AtomicBool = std::sync::atomic::AtomicBool;
+    pub(crate) type AtomicPtr<T> = std::sync::atomic::AtomicPtr<T>;
+    pub(crate) type AtomicU32 = std::sync::atomic::AtomicU32;
+    pub(crate) type AtomicU64 = std::sync::atomic::AtomicU64;
+    pub(crate) type AtomicUsize = std::sync::atomic::AtomicUsize;
+    pub(crate) type Arc<T> = std::sync::Arc<T>;
+}
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
+#[cfg(not(loom))]
+pub(crate) use std_prims::{Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+
+pub(crate) use std::sync::atomic::Ordering;
+
+/// Immutable shared values (tenant keys, cached fallback values): their
+/// reference counts guard no breaker state, so loom need not model them,
+/// and loom's `Arc` cannot hold `str` or `dyn Any`.
+#[allow(clippy::disallowed_types)]
+pub(crate) type StdArc<T> = std::sync::Arc<T>;
+
+pub(crate) use crossbeam_epoch as epoch;
+pub(crate) use crossbeam_utils::CachePadded;
+
+use crate::state::word::Word;
+
+/// The typed atomic cell type for the packed word.
+#[cfg(not(loom))]
+pub(crate) type AtomicWord = atomic::Atomic<Word>;
+
+// The packed word must be lock-free: with the `fallback` feature off a
+// non-native size would not even provide the operations, and this makes
+// the promise explicit at compile time.
+#[cfg(not(loom))]
+const _: () = assert!(atomic::Atomic::<Word>::is_lock_free());
+
+/// Loom stand-in for `atomic::Atomic<Word>`: same methods, loom's `AtomicU64` inside.
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct AtomicWord(AtomicU64);
+
+#[cfg(loom)]
+impl AtomicWord {
+    pub(crate) fn new(w: Word) -> Self {
+        Self(AtomicU64::new(w.bits()))
+    }
+    pub(crate) fn load(&self, order: Ordering) -> Word {
+        Word::from_bits(self.0.load(order))
+    }
+    pub(crate) fn store(&self, w: Word, order: Ordering) {
+        self.0.store(w.bits(), order)
+    }
+    pub(crate) fn compare_exchange_weak(
+        &self,
+        current: Word,
+        new: Word,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Word, Word> {
+        self.0
+            .compare_exchange_weak(current.bits(), new.bits(), success, failure)
+            .map(Word::from_bits)
+            .map_err(Word::from_bits)
+    }
+}
+
+/// Lets spin/retry loops yield to loom's scheduler; a no-op hint otherwise.
+#[inline]
+pub(crate) fn spin_hint() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}

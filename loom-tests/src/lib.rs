@@ -1,0 +1,1 @@
+//! Loom models of breakerbank's concurrent core live in `tests/`.
