@@ -81,3 +81,7 @@ pub use metrics::{DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
 };
+
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -138,8 +138,12 @@ impl Profile {
                 "the profile is empty: expected a `dependencies` mapping",
             ));
         }
-        let raw: RawProfile =
-            serde_yaml_ng::from_str(text).map_err(|e| ConfigError::one(format!("{e}")))?;
+        let raw: RawProfile = serde_yaml_ng::from_str(text).map_err(|e| {
+            let msg = e
+                .to_string()
+                .replace("struct RawProfile", "a mapping with a `dependencies` key");
+            ConfigError::one(msg)
+        })?;
         let mut problems = Vec::new();
         let mut deps = Vec::new();
         if raw.dependencies.0.is_empty() {

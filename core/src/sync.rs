@@ -81,6 +81,18 @@ impl AtomicWord {
             .map(Word::from_bits)
             .map_err(Word::from_bits)
     }
+    pub(crate) fn compare_exchange(
+        &self,
+        current: Word,
+        new: Word,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Word, Word> {
+        self.0
+            .compare_exchange(current.bits(), new.bits(), success, failure)
+            .map(Word::from_bits)
+            .map_err(Word::from_bits)
+    }
 }
 
 /// Lets spin/retry loops yield to loom's scheduler; a no-op hint otherwise.

@@ -1,0 +1,31 @@
+# breakerbank — the two commands of the README:
+#   make demo   the single-tenant fault-injection scenario through the real core
+#   make test   installs what the tests need (a local .venv) and runs every test
+#
+# Pieces live in mk/*.mk: ffi.mk (C ABI), py.mk (Python), loom.mk, bench.mk.
+
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= never
+
+.PHONY: test lint rust-test bench check-tools
+.DEFAULT_GOAL := test
+
+include mk/ffi.mk
+include mk/py.mk
+include mk/loom.mk
+include mk/bench.mk
+
+# Everything: formatting and lints, Rust tests (unit, integration, model,
+# stress, doc, header staleness), a short loom run, the C tests plain and
+# under sanitizers, the Python stubs check and pytest.
+test: lint rust-test loom ffi-test py-test
+	@echo "make test: all suites passed"
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Release: the model and flood tests are CPU-bound, and the release
+# artifacts are shared with the C library build.
+rust-test:
+	$(CARGO) test --release

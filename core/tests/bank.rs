@@ -1,0 +1,629 @@
+//! The bank: identity (C1), fallbacks (C3, C4), tenant isolation and the
+//! bounded table (C9), metrics (C14), stuck alerts (C15), events (C16).
+
+mod common;
+use breakerbank::{
+    AdmitError, Bank, CallError, CallOptions, Decision, DependencyUnavailable, EventKind,
+    ManualClock, Outcome, Profile, RejectReason, State,
+};
+use common::*;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const TWO: &str = r#"
+dependencies:
+  payments_client:
+    isolation: tenant
+    trip: {consecutive_failures: 2}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: PAYMENT_UNAVAILABLE}
+    recovery_bound: 1m
+    max_tenants: 100
+  email_client:
+    isolation: global
+    trip: {consecutive_failures: 2}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: degraded}
+    recovery_bound: 1m
+  catalog_client:
+    isolation: tenant
+    trip: {consecutive_failures: 1}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: stale, max_staleness: 10m}
+    recovery_bound: 1m
+"#;
+
+fn two() -> (Bank, ManualClock) {
+    let clock = ManualClock::new();
+    (
+        Bank::with_clock(Profile::from_yaml(TWO).unwrap(), clock.clone()),
+        clock,
+    )
+}
+
+#[test]
+fn c1_dependencies_never_share_a_breaker() {
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, None, 2);
+    assert_eq!(email.state(None).unwrap(), State::Open);
+    assert_eq!(pay.state(Some("acme")).unwrap(), State::Closed);
+    assert!(bank.dependency("nope_client").is_none());
+    assert_eq!(
+        bank.dependency_names(),
+        ["payments_client", "email_client", "catalog_client"]
+    );
+}
+
+#[test]
+fn c1_global_dependency_ignores_the_tenant() {
+    let (bank, _c) = two();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, Some("acme"), 1);
+    fail(&email, Some("globex"), 1);
+    assert_eq!(email.state(None).unwrap(), State::Open);
+}
+
+#[test]
+fn tenant_scoped_dependency_requires_a_tenant() {
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    assert_eq!(
+        pay.admit(None, None).unwrap_err(),
+        AdmitError::TenantRequired
+    );
+    assert_eq!(
+        pay.admit(Some(""), None).unwrap_err(),
+        AdmitError::TenantRequired
+    );
+    assert_eq!(pay.state(None).unwrap_err(), AdmitError::TenantRequired);
+    assert_eq!(pay.state(Some("")).unwrap_err(), AdmitError::TenantRequired);
+    assert!(matches!(
+        pay.call(None, None, || Ok::<_, ()>(1)),
+        Err(CallError::TenantRequired)
+    ));
+}
+
+#[test]
+fn c9_one_tenant_failing_never_trips_another() {
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    let tenants: Vec<String> = (0..1000).map(|i| format!("tenant-{i}")).collect();
+    for t in &tenants {
+        admitted(pay.admit(Some(t), None).unwrap()).record(Outcome::Success);
+    }
+    // 100 max tenants: the table recycles idle partitions as 1000 arrive.
+    fail(&pay, Some("faulty"), 2);
+    assert_eq!(pay.state(Some("faulty")).unwrap(), State::Open);
+    let mut changed = 0;
+    for t in &tenants {
+        match pay.admit(Some(t), None).unwrap() {
+            Decision::Admitted(p) => p.record(Outcome::Success),
+            Decision::Rejected(_) => changed += 1,
+        }
+        if pay.state(Some(t)).unwrap() != State::Closed {
+            changed += 1;
+        }
+    }
+    assert_eq!(changed, 0, "false global trips");
+    assert_eq!(
+        pay.state(Some("faulty")).unwrap(),
+        State::Open,
+        "the open tenant survived"
+    );
+}
+
+#[test]
+fn c9_flood_of_a_million_tenants_stays_bounded_and_keeps_open_ones() {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "max_tenants: 10000",
+    );
+    let bank = Bank::with_clock(p, ManualClock::new());
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("victim"), 1);
+    let mut overflowed = 0u64;
+    for i in 0..1_000_000u32 {
+        let t = format!("flood-{i}");
+        match pay.admit(Some(&t), None).unwrap() {
+            Decision::Admitted(p) => p.record(Outcome::Success),
+            Decision::Rejected(_) => overflowed += 1,
+        }
+    }
+    assert_eq!(
+        overflowed, 0,
+        "idle tenants are recycled, nobody is refused"
+    );
+    assert_eq!(
+        pay.state(Some("victim")).unwrap(),
+        State::Open,
+        "open partitions are never evicted"
+    );
+    let m = bank.metrics();
+    let live = m.dependencies[0].partitions.len();
+    assert!(
+        live <= 10_001,
+        "{live} partitions live with max_tenants 10000"
+    );
+    assert!(m.dependencies[0]
+        .partitions
+        .iter()
+        .any(|p| p.partition == "victim"));
+}
+
+#[test]
+fn c9_full_table_of_open_partitions_routes_new_tenants_to_overflow() {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "max_tenants: 3",
+    );
+    let bank = Bank::with_clock(p, ManualClock::new());
+    let pay = bank.dependency("payments_client").unwrap();
+    for t in ["a", "b", "c"] {
+        fail(&pay, Some(t), 1);
+    }
+    admitted(pay.admit(Some("d"), None).unwrap()).record(Outcome::Success);
+    admitted(pay.admit(Some("e"), None).unwrap()).record(Outcome::Success);
+    for t in ["a", "b", "c"] {
+        assert_eq!(pay.state(Some(t)).unwrap(), State::Open);
+    }
+    let m = bank.metrics();
+    let overflow = m.dependencies[0]
+        .partitions
+        .iter()
+        .find(|p| p.partition == "<overflow>")
+        .expect("overflow partition listed");
+    assert_eq!(overflow.partition_overflow_total, 2);
+    assert_eq!(
+        pay.state(Some("d")).unwrap(),
+        State::Closed,
+        "unseen reads as fresh"
+    );
+}
+
+#[test]
+fn c9_evicted_permit_is_recorded_as_late_not_applied() {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "max_tenants: 1",
+    );
+    let bank = Bank::with_clock(p, ManualClock::new());
+    let pay = bank.dependency("payments_client").unwrap();
+    let old = admitted(pay.admit(Some("a"), None).unwrap()).into_raw();
+    // "a" is idle (a closed call in flight counts for nothing): "b" takes its slot.
+    admitted(pay.admit(Some("b"), None).unwrap()).record(Outcome::Success);
+    pay.record_raw(old, Outcome::Failure); // would trip "b" if applied
+    assert_eq!(pay.state(Some("b")).unwrap(), State::Closed);
+    let m = bank.metrics();
+    assert_eq!(m.dependencies[0].partitions[0].late_records_total, 1);
+}
+
+#[test]
+fn c9_force_open_all_isolates_tenants_first_seen_afterwards() {
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    admitted(pay.admit(Some("acme"), None).unwrap()).record(Outcome::Success);
+    pay.force_open(None);
+    assert_eq!(pay.state(Some("acme")).unwrap(), State::ForcedOpen);
+    assert_eq!(pay.state(Some("newcomer")).unwrap(), State::ForcedOpen);
+    assert_eq!(
+        rejected(pay.admit(Some("newcomer"), None).unwrap()).reason,
+        RejectReason::ForcedOpen
+    );
+    pay.reset(None);
+    assert_eq!(pay.state(Some("acme")).unwrap(), State::Closed);
+    assert_eq!(pay.state(Some("newcomer")).unwrap(), State::Closed);
+    assert_eq!(pay.state(Some("later")).unwrap(), State::Closed);
+    // One tenant only.
+    pay.force_open(Some("acme"));
+    assert_eq!(pay.state(Some("acme")).unwrap(), State::ForcedOpen);
+    assert_eq!(pay.state(Some("newcomer")).unwrap(), State::Closed);
+}
+
+#[test]
+fn c3_error_fallback_fails_fast_with_code_and_retry_after() {
+    let (bank, clock) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("acme"), 2);
+    clock.advance(Duration::from_secs(10));
+    let mut called = false;
+    let r = pay.call(Some("acme"), None, || {
+        called = true;
+        Ok::<_, ()>(1)
+    });
+    assert!(!called, "an open breaker never calls the dependency");
+    match r {
+        Err(CallError::Unavailable(DependencyUnavailable {
+            dependency,
+            partition,
+            code,
+            retry_after,
+        })) => {
+            assert_eq!(dependency, "payments_client");
+            assert_eq!(partition, "acme");
+            assert_eq!(code.as_deref(), Some("PAYMENT_UNAVAILABLE"));
+            assert_eq!(retry_after, Some(Duration::from_secs(20)));
+        }
+        other => panic!("{other:?}"),
+    }
+    let m = bank.metrics();
+    assert_eq!(m.dependencies[0].partitions[0].fallback_error_total, 1);
+}
+
+#[test]
+fn c3_c4_degraded_fallback_serves_or_fails_never_succeeds() {
+    let (bank, _c) = two();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, None, 2);
+    let ok = email.call_with(
+        None,
+        None,
+        CallOptions {
+            cache_key: None,
+            degraded: Some(Box::new(|| Some("queued"))),
+        },
+        || Ok::<_, ()>("sent"),
+    );
+    assert_eq!(ok.unwrap(), "queued");
+    let none = email.call_with(
+        None,
+        None,
+        CallOptions {
+            cache_key: None,
+            degraded: Some(Box::new(|| None)),
+        },
+        || Ok::<&str, ()>("sent"),
+    );
+    assert!(matches!(
+        none,
+        Err(CallError::Unavailable(DependencyUnavailable {
+            code: None,
+            ..
+        }))
+    ));
+    let missing = email.call(None, None, || Ok::<_, ()>("sent"));
+    assert!(matches!(missing, Err(CallError::Unavailable(_))));
+    let p = &bank.metrics().dependencies[1].partitions[0];
+    assert_eq!(
+        (p.fallback_degraded_total, p.fallback_failures_total),
+        (1, 2)
+    );
+    // The fallback never recorded a success: still open.
+    assert_eq!(email.state(None).unwrap(), State::Open);
+}
+
+#[test]
+fn c3_c4_stale_fallback_serves_last_good_value_within_max_staleness() {
+    let (bank, clock) = two();
+    let cat = bank.dependency("catalog_client").unwrap();
+    let key = || CallOptions {
+        cache_key: Some("sku-1"),
+        degraded: None,
+    };
+    assert_eq!(
+        cat.call_with(Some("acme"), None, key(), || Ok::<_, String>(7))
+            .unwrap(),
+        7
+    );
+    assert!(matches!(
+        cat.call_with(Some("acme"), None, key(), || Err::<i32, _>(
+            "down".to_string()
+        )),
+        Err(CallError::Inner(_))
+    ));
+    assert_eq!(cat.state(Some("acme")).unwrap(), State::Open);
+    assert_eq!(
+        cat.call_with(Some("acme"), None, key(), || -> Result<i32, String> {
+            panic!("not called")
+        })
+        .unwrap(),
+        7
+    );
+    // Another tenant's cache is its own.
+    fail(&cat, Some("globex"), 1);
+    assert!(matches!(
+        cat.call_with(Some("globex"), None, key(), || -> Result<i32, String> {
+            panic!()
+        }),
+        Err(CallError::Unavailable(_))
+    ));
+    // Too old: C4.
+    clock.advance(Duration::from_secs(601));
+    fail(&cat, Some("acme"), 1); // the half-open probe fails: open again
+    let r = cat.call_with(Some("acme"), None, key(), || -> Result<i32, String> {
+        panic!()
+    });
+    match r {
+        Err(CallError::Unavailable(u)) => {
+            assert_eq!(u.partition, "acme");
+            assert!(u.retry_after.is_some() || cat.state(Some("acme")).unwrap() != State::Open);
+        }
+        Ok(v) => panic!("served a value {v} older than max_staleness"),
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+#[test]
+fn c3_stale_value_outlives_partition_eviction() {
+    let p = profile(
+        "catalog_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: stale, max_staleness: 10m}",
+        "max_tenants: 1",
+    );
+    let bank = Bank::with_clock(p, ManualClock::new());
+    let cat = bank.dependency("catalog_client").unwrap();
+    let key = || CallOptions {
+        cache_key: Some("k"),
+        degraded: None,
+    };
+    cat.call_with(Some("a"), None, key(), || Ok::<_, ()>(1))
+        .unwrap();
+    cat.call_with(Some("b"), None, key(), || Ok::<_, ()>(2))
+        .unwrap(); // evicts "a"
+    fail(&cat, Some("a"), 1);
+    assert_eq!(
+        cat.call_with(Some("a"), None, key(), || -> Result<i32, ()> { panic!() })
+            .unwrap(),
+        1
+    );
+}
+
+#[test]
+fn c10_call_with_expired_deadline_is_deadline_expired_not_fallback() {
+    let (bank, clock) = two();
+    let email = bank.dependency("email_client").unwrap();
+    clock.advance(Duration::from_secs(1));
+    let r = email.call_with(
+        None,
+        Some(clock.now()),
+        CallOptions {
+            cache_key: None,
+            degraded: Some(Box::new(|| Some(1))),
+        },
+        || Ok::<_, ()>(2),
+    );
+    assert!(matches!(r, Err(CallError::DeadlineExpired)));
+}
+
+#[test]
+fn c14_metrics_count_what_happened() {
+    let (bank, clock) = two();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, None, 2);
+    clock.advance(Duration::from_secs(10));
+    rejected(email.admit(None, None).unwrap());
+    clock.advance(Duration::from_secs(20));
+    let probe = admitted(email.admit(None, None).unwrap());
+    assert_eq!(
+        rejected(email.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget
+    );
+    clock.advance(Duration::from_secs(5));
+    probe.record(Outcome::Success);
+    clock.advance(Duration::from_secs(100));
+    let m = bank.metrics();
+    let p = &m.dependencies[1].partitions[0];
+    assert_eq!(p.partition, "global");
+    assert_eq!(p.state, State::Closed);
+    assert_eq!(
+        (p.opened_total, p.half_opened_total, p.closed_total),
+        (1, 1, 1)
+    );
+    assert_eq!((p.rejected_open_total, p.probe_rejects_total), (1, 1));
+    assert_eq!(p.failures_total, 2);
+    assert_eq!(
+        p.open_seconds_total, 35.0,
+        "trip to close, half-open included"
+    );
+    assert_eq!(p.open_episode_seconds, 0.0);
+    let names: Vec<&str> = p.values().iter().map(|(n, _)| *n).collect();
+    assert_eq!(names.len(), 18);
+    assert_eq!(names[0], "open_seconds_total");
+    assert_eq!(names[17], "stuck");
+}
+
+#[test]
+fn c14_prometheus_parses_back() {
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("acme"), 2);
+    let text = bank.prometheus();
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("parses");
+    let find = |metric: &str, extra: Option<(&str, &str)>| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == metric
+                    && s.labels.get("dependency") == Some("payments_client")
+                    && s.labels.get("partition") == Some("acme")
+                    && extra.is_none_or(|(k, v)| s.labels.get(k) == Some(v))
+            })
+            .unwrap_or_else(|| panic!("no {metric} sample for acme in:\n{text}"))
+            .value
+            .clone()
+    };
+    let value = |v: prometheus_parse::Value| match v {
+        prometheus_parse::Value::Gauge(x)
+        | prometheus_parse::Value::Counter(x)
+        | prometheus_parse::Value::Untyped(x) => x,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        value(find("breakerbank_state", Some(("state", "open")))),
+        1.0
+    );
+    assert_eq!(
+        value(find("breakerbank_state", Some(("state", "closed")))),
+        0.0
+    );
+    assert_eq!(value(find("breakerbank_failures_total", None)), 2.0);
+    assert_eq!(value(find("breakerbank_opened_total", None)), 1.0);
+}
+
+#[test]
+fn c14_prometheus_escapes_label_values() {
+    // Unescaping is checked by Python's prometheus_client parser in
+    // py/tests; here, the exposition format's three escapes.
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("ac\"me\\\nx"), 1);
+    let text = bank.prometheus();
+    assert!(text.contains(r#"partition="ac\"me\\\nx""#), "{text}");
+}
+
+#[test]
+fn c15_stuck_listed_gauged_and_announced_once_per_episode() {
+    let (bank, clock) = two();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("acme"), 2);
+    clock.advance(Duration::from_secs(30));
+    admitted(pay.admit(Some("acme"), None).unwrap()).record(Outcome::Failure); // re-trip
+    assert!(bank.stuck().is_empty());
+    clock.advance(Duration::from_secs(31));
+    let stuck = bank.stuck();
+    assert_eq!(stuck.len(), 1, "{stuck:?}");
+    assert_eq!(stuck[0].partition, "acme");
+    assert_eq!(
+        stuck[0].open_for,
+        Duration::from_secs(61),
+        "counted from the first trip"
+    );
+    let _ = bank.stuck();
+    let _ = bank.metrics();
+    assert!(bank.metrics().dependencies[0].partitions[0].stuck);
+    pay.force_open(Some("acme"));
+    assert!(bank.stuck().is_empty(), "a forced open is not stuck");
+    wait_for(&events, |ev| {
+        ev.iter().any(|e| e.kind == EventKind::ForcedOpen)
+    });
+    let n = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == EventKind::Stuck)
+        .count();
+    assert_eq!(n, 1, "announced once");
+}
+
+fn wait_for(events: &Mutex<Vec<breakerbank::Event>>, done: impl Fn(&[breakerbank::Event]) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !done(&events.lock().unwrap()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "events did not arrive"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn c16_slow_listener_never_slows_admission() {
+    let (bank, _c) = two();
+    let gate = Arc::new(Mutex::new(()));
+    let held = gate.lock().unwrap();
+    let g = gate.clone();
+    bank.subscribe(move |_| drop(g.lock()));
+    let email = bank.dependency("email_client").unwrap();
+    // The listener blocks on the held lock; transitions keep flowing.
+    for _ in 0..10_000 {
+        fail(&email, None, 2);
+        email.reset(None);
+    }
+    assert!(
+        bank.events_dropped() > 0,
+        "the bounded queue dropped rather than blocked"
+    );
+    drop(held);
+}
+
+#[test]
+fn c16_events_name_dependency_partition_and_states() {
+    let (bank, clock) = two();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("acme"), 2);
+    clock.advance(Duration::from_secs(30));
+    admitted(pay.admit(Some("acme"), None).unwrap()).record(Outcome::Success);
+    wait_for(&events, |ev| ev.len() >= 3);
+    let ev = events.lock().unwrap();
+    let seen: Vec<(EventKind, &str, Option<State>, Option<State>)> = ev
+        .iter()
+        .map(|e| (e.kind, e.partition.as_str(), e.from, e.to))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                EventKind::Transition,
+                "acme",
+                Some(State::Closed),
+                Some(State::Open)
+            ),
+            (
+                EventKind::Transition,
+                "acme",
+                Some(State::Open),
+                Some(State::HalfOpen)
+            ),
+            (
+                EventKind::Transition,
+                "acme",
+                Some(State::HalfOpen),
+                Some(State::Closed)
+            ),
+        ]
+    );
+    assert!(ev.iter().all(|e| e.dependency == "payments_client"));
+}
+
+#[test]
+fn c7_async_call_dropped_mid_flight_returns_the_probe_slot() {
+    let (bank, clock) = two();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, None, 2);
+    clock.advance(Duration::from_secs(30));
+    {
+        let fut = email.call_async(None, None, std::future::pending::<Result<(), ()>>());
+        let mut fut = Box::pin(fut);
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            rejected(email.admit(None, None).unwrap()).reason,
+            RejectReason::ProbeBudget
+        );
+    }
+    let p = admitted(email.admit(None, None).unwrap());
+    assert!(p.is_probe());
+    assert_eq!(
+        bank.metrics().dependencies[1].partitions[0].cancelled_total,
+        1
+    );
+}

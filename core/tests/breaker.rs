@@ -1,0 +1,430 @@
+//! Breaker behaviour on a ManualClock: C5–C8, C10–C13.
+
+mod common;
+use breakerbank::{Bank, Decision, Instant, ManualClock, Outcome, RejectReason, State};
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn c5_consecutive_failures_trip_and_success_resets_the_count() {
+    let (_b, _c, dep) = bank(3, 1, 1, "");
+    fail(&dep, None, 2);
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    fail(&dep, None, 2);
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::Closed,
+        "the success reset the count"
+    );
+    fail(&dep, None, 1);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    let r = rejected(dep.admit(None, None).unwrap());
+    assert_eq!(r.reason, RejectReason::Open);
+    assert_eq!(r.retry_after, Some(SECS30));
+    assert_eq!(r.fallback.code(), Some("SVC_DOWN"));
+}
+
+#[test]
+fn c5_failure_rate_needs_min_calls_and_rate() {
+    let p = profile(
+        "email_client",
+        "global",
+        "{failure_rate: 0.5, min_calls: 10, window: 10s}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: degraded}",
+        "",
+    );
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(p, clock.clone());
+    let dep = bank.dependency("email_client").unwrap();
+    // 9 failures: rate 100% but below min_calls.
+    fail(&dep, None, 9);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    // The 10th call is a success: 9/10 failed, but only failures trip.
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    fail(&dep, None, 1);
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::Open,
+        "10/11 ≥ 0.5 with ≥ 10 calls"
+    );
+}
+
+#[test]
+fn c5_failure_rate_forgets_calls_outside_the_window() {
+    let p = profile(
+        "email_client",
+        "global",
+        "{failure_rate: 0.5, min_calls: 4, window: 10s}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: degraded}",
+        "",
+    );
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(p, clock.clone());
+    let dep = bank.dependency("email_client").unwrap();
+    fail(&dep, None, 3);
+    clock.advance(Duration::from_secs(11));
+    for _ in 0..3 {
+        admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    }
+    fail(&dep, None, 1);
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::Closed,
+        "1 failure in 4 calls is 25%"
+    );
+    fail(&dep, None, 2);
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::Open,
+        "3 of 6 in the window"
+    );
+}
+
+#[test]
+fn c5_slow_call_counts_as_failure() {
+    let clock = ManualClock::new();
+    let p = profile(
+        "svc_client",
+        "global",
+        "{consecutive_failures: 2, slow_call: 2s}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "",
+    );
+    let bank = Bank::with_clock(p, clock.clone());
+    let dep = bank.dependency("svc_client").unwrap();
+    for _ in 0..2 {
+        let permit = admitted(dep.admit(None, None).unwrap());
+        clock.advance(Duration::from_secs(2));
+        permit.record(Outcome::Success);
+    }
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    let m = bank.metrics();
+    assert_eq!(m.dependencies[0].partitions[0].failures_total, 2);
+}
+
+#[test]
+fn c6_open_duration_backoff_and_cap_reset_on_close() {
+    let (_b, clock, dep) = bank(1, 1, 1, "backoff: {multiplier: 2.0, max: 100s}");
+    fail(&dep, None, 1);
+    let mut expected = [30u64, 60, 100, 100].into_iter();
+    let mut open_for = expected.next().unwrap();
+    loop {
+        let r = rejected(dep.admit(None, None).unwrap());
+        assert_eq!(r.retry_after, Some(Duration::from_secs(open_for)));
+        clock.advance(Duration::from_secs(open_for) - Duration::from_millis(1));
+        assert_eq!(
+            rejected(dep.admit(None, None).unwrap()).reason,
+            RejectReason::Open
+        );
+        clock.advance(Duration::from_millis(1));
+        let probe = admitted(dep.admit(None, None).unwrap());
+        assert!(probe.is_probe());
+        match expected.next() {
+            Some(next) => {
+                probe.record(Outcome::Failure);
+                open_for = next;
+            }
+            None => {
+                probe.record(Outcome::Success);
+                break;
+            }
+        }
+    }
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    fail(&dep, None, 1);
+    let r = rejected(dep.admit(None, None).unwrap());
+    assert_eq!(
+        r.retry_after,
+        Some(SECS30),
+        "backoff resets when the breaker closes"
+    );
+}
+
+fn half_open(b: u32, s: u32) -> (Bank, ManualClock, breakerbank::Dependency) {
+    let (bank, clock, dep) = bank(1, b, s, "");
+    fail(&dep, None, 1);
+    clock.advance(SECS30);
+    (bank, clock, dep)
+}
+
+#[test]
+fn c7_probe_budget_bounds_probes_in_flight() {
+    let (_b, _c, dep) = half_open(2, 5);
+    let p1 = admitted(dep.admit(None, None).unwrap());
+    let p2 = admitted(dep.admit(None, None).unwrap());
+    assert!(p1.is_probe() && p2.is_probe());
+    assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
+    let r = rejected(dep.admit(None, None).unwrap());
+    assert_eq!(r.reason, RejectReason::ProbeBudget);
+    assert_eq!(r.retry_after, None);
+    p1.record(Outcome::Success);
+    let p3 = admitted(dep.admit(None, None).unwrap());
+    assert!(p3.is_probe());
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget
+    );
+    drop((p2, p3));
+}
+
+#[test]
+fn c7_probe_of_an_earlier_episode_still_holds_its_slot() {
+    let (_b, clock, dep) = half_open(2, 1);
+    let slow = admitted(dep.admit(None, None).unwrap());
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Failure); // reopens
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    clock.advance(SECS30);
+    let p = admitted(dep.admit(None, None).unwrap());
+    assert!(p.is_probe());
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget,
+        "the slow probe of the last episode still holds one of two slots"
+    );
+    slow.record(Outcome::Success); // late: returns its slot, closes nothing
+    assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
+    let again = admitted(dep.admit(None, None).unwrap());
+    drop((p, again));
+}
+
+#[test]
+fn c8_threshold_above_one_needs_that_many_successes() {
+    let (_b, _c, dep) = half_open(1, 3);
+    for i in 1..3 {
+        admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+        assert_eq!(
+            dep.state(None).unwrap(),
+            State::HalfOpen,
+            "after {i} successes"
+        );
+    }
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+}
+
+#[test]
+fn c8_probe_failure_reopens_for_a_new_open_period() {
+    let (_b, clock, dep) = half_open(1, 3);
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Failure);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    clock.advance(SECS30 - Duration::from_millis(1));
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::Open
+    );
+    clock.advance(Duration::from_millis(1));
+    // A new episode: the earlier success does not count.
+    for _ in 0..2 {
+        admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    }
+    assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
+}
+
+#[test]
+fn c10_expired_deadline_is_rejected_not_counted() {
+    let (bank, clock, dep) = bank(1, 1, 1, "");
+    clock.advance(Duration::from_secs(5));
+    let now = clock.now();
+    let r = rejected(dep.admit(None, Some(now)).unwrap());
+    assert_eq!(
+        r.reason,
+        RejectReason::DeadlineExpired,
+        "a deadline equal to now has expired"
+    );
+    let r = rejected(dep.admit(None, Some(Instant::ZERO)).unwrap());
+    assert_eq!(r.reason, RejectReason::DeadlineExpired);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    let p = admitted(
+        dep.admit(None, Some(now + Duration::from_nanos(1)))
+            .unwrap(),
+    );
+    p.record(Outcome::Success);
+    let m = &bank.metrics().dependencies[0].partitions[0];
+    assert_eq!(m.deadline_expired_total, 2);
+    assert_eq!(m.failures_total, 0);
+}
+
+#[test]
+fn c10_cancelled_counts_neither_and_returns_the_probe_slot() {
+    let (bank, _c, dep) = half_open(1, 1);
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Cancelled);
+    assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
+    let p = admitted(dep.admit(None, None).unwrap());
+    assert!(p.is_probe(), "the cancelled probe returned its slot");
+    p.record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    // Closed: cancellations never trip.
+    for _ in 0..5 {
+        admitted(dep.admit(None, None).unwrap()).record(Outcome::Cancelled);
+    }
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    assert_eq!(
+        bank.metrics().dependencies[0].partitions[0].cancelled_total,
+        6
+    );
+}
+
+#[test]
+fn c10_failure_after_deadline_is_still_a_failure() {
+    let (_b, clock, dep) = bank(1, 1, 1, "");
+    let p = admitted(
+        dep.admit(None, Some(clock.now() + Duration::from_secs(1)))
+            .unwrap(),
+    );
+    clock.advance(Duration::from_secs(2));
+    p.record(Outcome::Failure);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+}
+
+#[test]
+fn c11_reset_and_force_open() {
+    let (bank, _c, dep) = bank(1, 1, 1, "");
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.kind));
+    fail(&dep, None, 1);
+    dep.reset(None);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    dep.force_open(None);
+    assert_eq!(dep.state(None).unwrap(), State::ForcedOpen);
+    let r = rejected(dep.admit(None, None).unwrap());
+    assert_eq!(r.reason, RejectReason::ForcedOpen);
+    assert_eq!(r.retry_after, None);
+    dep.reset(None);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    let want = [
+        breakerbank::EventKind::Transition,
+        breakerbank::EventKind::Reset,
+        breakerbank::EventKind::ForcedOpen,
+        breakerbank::EventKind::Reset,
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while events.lock().unwrap().len() < want.len() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(*events.lock().unwrap(), want);
+}
+
+#[test]
+fn c12_ten_hour_clock_jump_goes_half_open_never_closed() {
+    let (_b, clock, dep) = bank(1, 1, 2, "");
+    fail(&dep, None, 1);
+    clock.advance(Duration::from_secs(10 * 3600));
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::Open,
+        "no transition without an admission"
+    );
+    let p = admitted(dep.admit(None, None).unwrap());
+    assert!(p.is_probe());
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::HalfOpen,
+        "never straight to closed"
+    );
+    p.record(Outcome::Success);
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::HalfOpen,
+        "threshold 2 needs a second probe"
+    );
+}
+
+#[test]
+fn c13_late_record_from_an_older_generation_changes_nothing() {
+    let (bank, _c, dep) = bank(2, 1, 1, "");
+    let old = admitted(dep.admit(None, None).unwrap());
+    fail(&dep, None, 2);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    old.record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    dep.reset(None);
+    let old = admitted(dep.admit(None, None).unwrap());
+    dep.reset(None);
+    fail(&dep, None, 1);
+    old.record(Outcome::Failure); // would trip if it counted
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    let m = &bank.metrics().dependencies[0].partitions[0];
+    assert_eq!(m.late_records_total, 2);
+    assert_eq!(m.failures_total, 3);
+}
+
+#[test]
+fn c13_dropped_permit_is_cancelled_and_returns_its_slot() {
+    let (bank, _c, dep) = half_open(1, 1);
+    {
+        let _p = admitted(dep.admit(None, None).unwrap());
+        assert_eq!(
+            rejected(dep.admit(None, None).unwrap()).reason,
+            RejectReason::ProbeBudget
+        );
+    }
+    let p = admitted(dep.admit(None, None).unwrap());
+    assert!(p.is_probe());
+    drop(p);
+    assert_eq!(
+        bank.metrics().dependencies[0].partitions[0].cancelled_total,
+        2
+    );
+}
+
+#[test]
+fn c13_permit_generation_changes_on_every_transition() {
+    let (_b, clock, dep) = bank(1, 1, 1, "");
+    let g0 = admitted(dep.admit(None, None).unwrap())
+        .into_raw()
+        .generation;
+    fail(&dep, None, 1); // closed -> open
+    clock.advance(SECS30);
+    let p = admitted(dep.admit(None, None).unwrap()); // open -> half-open
+    assert_eq!(p.generation(), g0 + 2);
+    p.record(Outcome::Success); // half-open -> closed
+    let g3 = admitted(dep.admit(None, None).unwrap()).generation();
+    assert_eq!(g3, g0 + 3);
+}
+
+#[test]
+fn healthy_admissions_need_no_clock() {
+    // A clock that panics proves the healthy path never reads it.
+    struct NoClock;
+    impl breakerbank::Clock for NoClock {
+        fn now(&self) -> Instant {
+            panic!("the healthy path read the clock")
+        }
+    }
+    let p = profile(
+        "svc_client",
+        "global",
+        "{consecutive_failures: 3}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "",
+    );
+    let bank = Bank::with_clock(p, NoClock);
+    let dep = bank.dependency("svc_client").unwrap();
+    for _ in 0..100 {
+        match dep.admit(None, None).unwrap() {
+            Decision::Admitted(p) => p.record(Outcome::Success),
+            Decision::Rejected(r) => panic!("{r:?}"),
+        }
+    }
+    let tenant = profile(
+        "svc_client",
+        "tenant",
+        "{consecutive_failures: 3}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "",
+    );
+    let bank = Bank::with_clock(tenant, NoClock);
+    let dep = bank.dependency("svc_client").unwrap();
+    for t in ["a", "b", "a"] {
+        admitted(dep.admit(Some(t), None).unwrap()).record(Outcome::Success);
+    }
+}

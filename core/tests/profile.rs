@@ -1,0 +1,340 @@
+//! Profile loading: every rejection of CONTRACT.md names the dependency and field.
+
+use breakerbank::{Fallback, Isolation, Profile, TripPolicy};
+use std::time::Duration;
+
+const GOOD: &str = r#"
+dependencies:
+  payments_client:
+    isolation: tenant
+    trip:
+      consecutive_failures: 5
+      slow_call: 2s
+    open_duration: 30s
+    backoff: {multiplier: 2.0, max: 5m}
+    half_open:
+      probe_budget: 2
+      success_threshold: 3
+    fallback:
+      kind: error
+      code: PAYMENT_UNAVAILABLE
+    recovery_bound: 5m
+    max_tenants: 10000
+  email_client:
+    isolation: global
+    trip: {failure_rate: 0.5, min_calls: 20, window: 10s}
+    open_duration: 15s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: degraded}
+    recovery_bound: 2m
+  catalog_client:
+    isolation: global
+    trip: {consecutive_failures: 3}
+    open_duration: 250ms
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: stale, max_staleness: 10m}
+    recovery_bound: 1h
+"#;
+
+#[test]
+fn contract_example_loads_with_every_field() {
+    let p = Profile::from_yaml(GOOD).unwrap();
+    let d = p.dependencies();
+    assert_eq!(d.len(), 3);
+    assert_eq!(d[0].name, "payments_client");
+    assert_eq!(d[0].isolation, Isolation::Tenant);
+    assert_eq!(d[0].trip, TripPolicy::ConsecutiveFailures(5));
+    assert_eq!(d[0].slow_call, Some(Duration::from_secs(2)));
+    assert_eq!(d[0].backoff.unwrap().max, Duration::from_secs(300));
+    assert_eq!((d[0].probe_budget, d[0].success_threshold), (2, 3));
+    assert_eq!(
+        d[0].fallback,
+        Fallback::Error {
+            code: "PAYMENT_UNAVAILABLE".into()
+        }
+    );
+    assert_eq!(d[0].max_tenants, 10_000);
+    assert_eq!(
+        d[1].trip,
+        TripPolicy::FailureRate {
+            rate: 0.5,
+            min_calls: 20,
+            window: Duration::from_secs(10)
+        }
+    );
+    assert_eq!(d[1].fallback, Fallback::Degraded);
+    assert_eq!(d[2].open_duration, Duration::from_millis(250));
+    assert_eq!(
+        d[2].fallback,
+        Fallback::Stale {
+            max_staleness: Duration::from_secs(600)
+        }
+    );
+    assert_eq!(d[2].recovery_bound, Duration::from_secs(3600));
+}
+
+#[test]
+fn default_max_tenants_is_100000() {
+    let p = Profile::from_yaml(&GOOD.replace("    max_tenants: 10000\n", "")).unwrap();
+    assert_eq!(p.dependencies()[0].max_tenants, 100_000);
+}
+
+/// Replaces `from` (which must occur) in the good profile and expects an
+/// error mentioning every one of `needles`.
+fn rejects(from: &str, to: &str, needles: &[&str]) {
+    assert!(GOOD.contains(from), "test setup: `{from}` not in profile");
+    let yaml = GOOD.replacen(from, to, 1);
+    let err = Profile::from_yaml(&yaml).expect_err(&format!("accepted:\n{yaml}"));
+    let msg = err.to_string();
+    for n in needles {
+        assert!(msg.contains(n), "error `{msg}` should mention `{n}`");
+    }
+}
+
+#[test]
+fn c2_route_like_names_are_rejected() {
+    rejects(
+        "  email_client:",
+        "  /v1/email:",
+        &["/v1/email", "contains `/`", "client module"],
+    );
+    rejects(
+        "  email_client:",
+        "  \"GET email\":",
+        &["GET email", "HTTP method"],
+    );
+    rejects(
+        "  email_client:",
+        "  \"email client\":",
+        &["email client", "whitespace"],
+    );
+    rejects(
+        "  email_client:",
+        "  \"post /send\":",
+        &["post /send", "HTTP method"],
+    );
+}
+
+#[test]
+fn c6_missing_open_duration_is_rejected() {
+    rejects(
+        "    open_duration: 15s\n",
+        "",
+        &["email_client", "open_duration", "missing"],
+    );
+}
+
+#[test]
+fn c3_missing_fallback_or_its_fields_is_rejected() {
+    rejects(
+        "    fallback: {kind: degraded}\n",
+        "",
+        &["email_client", "fallback", "missing"],
+    );
+    rejects(
+        "      code: PAYMENT_UNAVAILABLE\n",
+        "",
+        &["payments_client", "fallback.code"],
+    );
+    rejects(
+        "{kind: stale, max_staleness: 10m}",
+        "{kind: stale}",
+        &["catalog_client", "fallback.max_staleness"],
+    );
+    rejects(
+        "{kind: degraded}",
+        "{kind: retry}",
+        &["email_client", "fallback.kind", "retry"],
+    );
+}
+
+#[test]
+fn required_fields_are_named() {
+    rejects(
+        "    isolation: global\n    trip: {failure_rate",
+        "    trip: {failure_rate",
+        &["email_client", "isolation"],
+    );
+    rejects(
+        "    recovery_bound: 2m\n",
+        "",
+        &["email_client", "recovery_bound"],
+    );
+    rejects(
+        "{probe_budget: 1, success_threshold: 1}\n    fallback: {kind: degraded}",
+        "{probe_budget: 1}\n    fallback: {kind: degraded}",
+        &["email_client", "half_open.success_threshold"],
+    );
+    rejects(
+        "{failure_rate: 0.5, min_calls: 20, window: 10s}",
+        "{failure_rate: 0.5, window: 10s}",
+        &["email_client", "trip.min_calls"],
+    );
+    rejects(
+        "{failure_rate: 0.5, min_calls: 20, window: 10s}",
+        "{}",
+        &["email_client", "trip"],
+    );
+}
+
+#[test]
+fn zero_budgets_and_thresholds_are_rejected() {
+    rejects(
+        "probe_budget: 2",
+        "probe_budget: 0",
+        &["payments_client", "half_open.probe_budget", "got 0"],
+    );
+    rejects(
+        "success_threshold: 3",
+        "success_threshold: 0",
+        &["payments_client", "half_open.success_threshold"],
+    );
+    rejects(
+        "consecutive_failures: 5",
+        "consecutive_failures: -1",
+        &["payments_client", "trip.consecutive_failures"],
+    );
+    rejects(
+        "probe_budget: 2",
+        "probe_budget: 5000",
+        &["payments_client", "half_open.probe_budget", "1023"],
+    );
+}
+
+#[test]
+fn zero_or_negative_or_unitless_durations_are_rejected() {
+    rejects(
+        "open_duration: 30s",
+        "open_duration: 0s",
+        &["payments_client", "open_duration", "positive"],
+    );
+    rejects(
+        "open_duration: 30s",
+        "open_duration: -5s",
+        &["payments_client", "open_duration"],
+    );
+    rejects(
+        "open_duration: 30s",
+        "open_duration: 30",
+        &["payments_client", "open_duration"],
+    );
+    rejects(
+        "recovery_bound: 1h",
+        "recovery_bound: soon",
+        &["catalog_client", "recovery_bound"],
+    );
+    rejects(
+        "window: 10s",
+        "window: 0ms",
+        &["email_client", "trip.window"],
+    );
+}
+
+#[test]
+fn rates_outside_zero_one_are_rejected() {
+    for bad in ["0", "0.0", "1.5", "-0.2"] {
+        rejects(
+            "failure_rate: 0.5",
+            &format!("failure_rate: {bad}"),
+            &["email_client", "trip.failure_rate", "(0, 1]"],
+        );
+    }
+    Profile::from_yaml(&GOOD.replace("failure_rate: 0.5", "failure_rate: 1.0"))
+        .expect("1.0 is allowed");
+}
+
+#[test]
+fn backoff_rules() {
+    rejects(
+        "multiplier: 2.0",
+        "multiplier: 0.5",
+        &["payments_client", "backoff.multiplier"],
+    );
+    rejects("max: 5m}", "max: 1s}", &["payments_client", "backoff.max"]);
+}
+
+#[test]
+fn max_tenants_on_a_global_dependency_is_rejected() {
+    rejects(
+        "    recovery_bound: 2m\n",
+        "    recovery_bound: 2m\n    max_tenants: 10\n",
+        &["email_client", "max_tenants", "tenant"],
+    );
+    rejects(
+        "max_tenants: 10000",
+        "max_tenants: 0",
+        &["payments_client", "max_tenants"],
+    );
+}
+
+#[test]
+fn unknown_fields_are_rejected_and_named() {
+    rejects(
+        "    recovery_bound: 2m\n",
+        "    recovery_bound: 2m\n    retries: 3\n",
+        &["email_client", "retries"],
+    );
+    rejects(
+        "{kind: degraded}",
+        "{kind: degraded, colour: red}",
+        &["email_client", "colour"],
+    );
+    rejects("dependencies:", "deps: {}\ndependencies:", &["deps"]);
+}
+
+#[test]
+fn duplicate_names_are_rejected() {
+    let dup = format!("{GOOD}  email_client:\n    isolation: global\n");
+    let err = Profile::from_yaml(&dup).unwrap_err().to_string();
+    assert!(
+        err.contains("email_client") && err.contains("twice"),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicate_fields_are_rejected() {
+    rejects(
+        "    open_duration: 15s\n",
+        "    open_duration: 15s\n    open_duration: 20s\n",
+        &["email_client", "open_duration"],
+    );
+}
+
+#[test]
+fn malformed_and_empty_documents_are_rejected() {
+    for (doc, needle) in [
+        ("", "empty"),
+        ("   \n# just a comment\n", "dependencies"),
+        ("dependencies: {}", "at least one"),
+        ("dependencies: [1, 2]", "mapping"),
+        (
+            "dependencies:\n  a_client: {isolation: global\n",
+            "dependencies",
+        ),
+        ("42", "dependencies"),
+    ] {
+        let err = Profile::from_yaml(doc).expect_err(doc).to_string();
+        assert!(
+            err.contains(needle),
+            "`{doc}` gave `{err}`, wanted `{needle}`"
+        );
+    }
+}
+
+#[test]
+fn every_problem_is_listed() {
+    let yaml = GOOD
+        .replace("probe_budget: 2", "probe_budget: 0")
+        .replace("open_duration: 15s", "open_duration: 0s");
+    let err = Profile::from_yaml(&yaml).unwrap_err();
+    assert_eq!(err.problems().len(), 2, "{err}");
+}
+
+#[test]
+fn load_names_a_missing_file() {
+    let err = Profile::load("/nonexistent/profile.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/nonexistent/profile.yaml"), "{err}");
+}
