@@ -597,7 +597,8 @@ impl Dependency {
         }
         let stats = part.stats_if_any()?;
         let start = stats.episode_start()?;
-        let now = inner.clock.now();
+        // Coarse: stuck alerts are about minutes, not microseconds.
+        let now = inner.clock.now_coarse();
         let open_for = now.saturating_duration_since(start);
         if open_for < inner.config.recovery_bound {
             return None;

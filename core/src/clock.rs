@@ -62,24 +62,75 @@ pub trait Clock: Send + Sync {
     /// Now, on this clock. Never goes backwards.
     fn now(&self) -> Instant;
 
+    /// A cheaper reading that may lag [`now`](Clock::now) by a few
+    /// milliseconds but is never ahead of it. Used only to keep refusing
+    /// while a breaker is open: a lagging reading can end an open period a
+    /// tick late, never early. Defaults to `now`.
+    #[inline]
+    fn now_coarse(&self) -> Instant {
+        self.now()
+    }
+
     /// Some(handle) when this is a [`ManualClock`]; lets bindings advance it.
     fn as_manual(&self) -> Option<&ManualClock> {
         None
     }
 }
 
-/// The system's monotonic clock (`std::time::Instant`), counted from creation.
+/// The system's monotonic clock (`CLOCK_MONOTONIC`), counted from creation.
+///
+/// On Linux [`Clock::now_coarse`] reads `CLOCK_MONOTONIC_COARSE`, the same
+/// clock as of the last scheduler tick (1–4 ms behind, never ahead), which
+/// the vDSO serves without reading the time-stamp counter.
 #[derive(Clone, Copy, Debug)]
 pub struct MonotonicClock {
-    start: std::time::Instant,
+    start: u64,
+}
+
+#[cfg(target_os = "linux")]
+fn raw_nanos(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the
+    // call, and `id` is one of the two constant clock ids used below, both
+    // supported by every Linux since 2.6.32.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+#[cfg(target_os = "linux")]
+fn precise() -> u64 {
+    raw_nanos(libc::CLOCK_MONOTONIC)
+}
+
+#[cfg(target_os = "linux")]
+fn coarse() -> u64 {
+    raw_nanos(libc::CLOCK_MONOTONIC_COARSE)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn precise() -> u64 {
+    use std::sync::OnceLock;
+    static BASE: OnceLock<std::time::Instant> = OnceLock::new();
+    duration_nanos(BASE.get_or_init(std::time::Instant::now).elapsed())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn coarse() -> u64 {
+    precise()
 }
 
 impl MonotonicClock {
     /// A clock starting at zero now.
     pub fn new() -> Self {
-        Self {
-            start: std::time::Instant::now(),
-        }
+        Self { start: precise() }
     }
 }
 
@@ -92,7 +143,12 @@ impl Default for MonotonicClock {
 impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Instant {
-        Instant(duration_nanos(self.start.elapsed()))
+        Instant(precise().saturating_sub(self.start))
+    }
+
+    #[inline]
+    fn now_coarse(&self) -> Instant {
+        Instant(coarse().saturating_sub(self.start))
     }
 }
 
@@ -151,5 +207,23 @@ impl Clock for ManualClock {
     }
     fn as_manual(&self) -> Option<&ManualClock> {
         Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c12_monotonic_never_goes_back_and_coarse_never_leads() {
+        let c = MonotonicClock::new();
+        let mut last = c.now();
+        for _ in 0..10_000 {
+            let coarse = c.now_coarse();
+            let now = c.now();
+            assert!(now >= last);
+            assert!(coarse <= now, "coarse {coarse:?} ahead of {now:?}");
+            last = now;
+        }
     }
 }

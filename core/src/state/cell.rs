@@ -56,6 +56,12 @@ impl Env for CellEnv<'_> {
     fn now(&mut self) -> Instant {
         *self.now.get_or_insert_with(|| self.clock.now())
     }
+    fn now_coarse(&mut self) -> Instant {
+        match self.now {
+            Some(now) => now,
+            None => self.clock.now_coarse(),
+        }
+    }
     fn open_until(&self, generation: u32) -> Option<Instant> {
         self.cell.open_until(generation)
     }

@@ -46,6 +46,10 @@ impl Policy {
 pub trait Env {
     /// The bank's clock; called only on paths that need time.
     fn now(&mut self) -> Instant;
+    /// A reading that may lag `now` but never leads it (see `Clock::now_coarse`).
+    fn now_coarse(&mut self) -> Instant {
+        self.now()
+    }
     /// End of the open period of generation `generation`, if already published.
     fn open_until(&self, generation: u32) -> Option<Instant>;
 }
@@ -169,7 +173,11 @@ pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Adm
                     },
                 );
             };
-            let now = env.now();
+            // The coarse reading never leads: if it says "before", so would
+            // the precise one, a tick later at most. Only the end of the
+            // period pays for a precise reading.
+            let coarse = env.now_coarse();
+            let now = if coarse < until { coarse } else { env.now() };
             if now < until {
                 return (
                     None,
@@ -441,6 +449,55 @@ mod tests {
         assert_eq!(n.phase(), Phase::HalfOpen);
         assert_eq!(n.probes(), 1);
         assert!(matches!(a, Admission::Admit { probe: true, .. }));
+    }
+
+    struct LaggingEnv {
+        coarse: Instant,
+        precise: Instant,
+        until: Instant,
+        precise_reads: u32,
+    }
+    impl Env for LaggingEnv {
+        fn now(&mut self) -> Instant {
+            self.precise_reads += 1;
+            self.precise
+        }
+        fn now_coarse(&mut self) -> Instant {
+            self.coarse
+        }
+        fn open_until(&self, _: u32) -> Option<Instant> {
+            Some(self.until)
+        }
+    }
+
+    #[test]
+    fn c12_coarse_reading_keeps_refusing_without_a_precise_read() {
+        let p = policy();
+        let w = Word::FRESH.transition(Phase::Open);
+        let ms = |n: u64| Instant::from_nanos(n * 1_000_000);
+        let mut e = LaggingEnv {
+            coarse: ms(9_996),
+            precise: ms(10_000),
+            until: ms(10_000),
+            precise_reads: 0,
+        };
+        let (n, a) = admit(w, &p, &mut e);
+        assert_eq!(
+            n, None,
+            "a lagging reading ends the period late, never early"
+        );
+        assert_eq!(
+            a,
+            Admission::Refuse {
+                refusal: Refusal::Open,
+                retry_after: Some(Duration::from_millis(4))
+            }
+        );
+        assert_eq!(e.precise_reads, 0);
+        e.coarse = ms(10_000);
+        let (n, _) = admit(w, &p, &mut e);
+        assert_eq!(n.map(Word::phase), Some(Phase::HalfOpen));
+        assert_eq!(e.precise_reads, 1);
     }
 
     #[test]
