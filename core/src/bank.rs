@@ -388,8 +388,8 @@ impl Dependency {
         match &self.inner.parts {
             Parts::Global(_) => GLOBAL.to_string(),
             Parts::Tenant(_) if slot == 0 => OVERFLOW.to_string(),
-            Parts::Tenant(_) => part
-                .key()
+            Parts::Tenant(t) => t
+                .key_of(slot, part)
                 .map_or_else(|| OVERFLOW.to_string(), |k| k.to_string()),
         }
     }
@@ -922,14 +922,6 @@ impl Dependency {
                 }
                 check(0, &t.overflow);
             }
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn table(&self) -> Option<&Table> {
-        match &self.inner.parts {
-            Parts::Tenant(t) => Some(t),
-            Parts::Global(_) => None,
         }
     }
 }

@@ -12,7 +12,7 @@
 //! Eviction recycles a slot. The evictor first moves the slot's word from
 //! an idle (or closed) word to `Vacant` with a new generation (one CAS that
 //! fails if the partition stopped being evictable), removes the old key
-//! from its shard, writes the new owner tag and key, and finally stores a
+//! from its shard, writes the new owner tag (the new key's hash), and finally stores a
 //! fresh closed word with `Release`. Admission re-checks the owner tag for
 //! every word it observes (inside the cell's CAS loop), so a call is never
 //! admitted into another tenant's partition; permits of the evicted tenant
@@ -136,8 +136,6 @@ pub struct Partition {
     stats: AtomicPtr<Stats>,
     /// Failure-rate window, for the failure-rate policy.
     pub(crate) window: Option<Box<Window>>,
-    /// Tenant id (cold paths only: events, snapshots, eviction).
-    key: Mutex<Option<StdArc<str>>>,
 }
 
 impl Drop for Partition {
@@ -159,7 +157,6 @@ impl Partition {
             last_used: AtomicU64::new(0),
             stats: AtomicPtr::new(std::ptr::null_mut()),
             window: window.map(|w| Box::new(Window::new(w))),
-            key: Mutex::new(None),
         }
     }
 
@@ -216,15 +213,7 @@ impl Partition {
         }
     }
 
-    /// Tenant id, or `None` for the global / overflow partition.
-    pub(crate) fn key(&self) -> Option<StdArc<str>> {
-        self.key.lock().ok().and_then(|k| k.clone())
-    }
-
-    fn set_owner(&self, owner: u64, key: Option<StdArc<str>>) {
-        if let Ok(mut k) = self.key.lock() {
-            *k = key;
-        }
+    fn set_owner(&self, owner: u64) {
         if let Some(s) = self.stats_if_any() {
             s.clear();
         }
@@ -438,7 +427,7 @@ impl Table {
             let slot = self.alloc_slot()?;
             let part = self.get(slot)?;
             let key: StdArc<str> = StdArc::from(tenant);
-            part.set_owner(owner, Some(key.clone()));
+            part.set_owner(owner);
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
             part.touch(tick);
@@ -502,10 +491,7 @@ impl Table {
                     return false;
                 }
             }
-            let mut map = shard.map.clone();
-            if let Ok(e) = map.find_entry(hash, |(k, _)| **k == *key) {
-                e.remove();
-            }
+            let mut map = self.copy_without(&shard.map, 1, |k, _| *k == *key);
             map.insert_unique(hash, (key.clone(), slot), |(k, _)| self.hash(k));
             // AcqRel: publish the new shard / see a competing one.
             match atomic.compare_exchange(
@@ -526,6 +512,23 @@ impl Table {
         }
     }
 
+    /// A compact copy of a shard's map without the entries `drop` names,
+    /// with room for `extra` more. Rebuilt rather than cloned so removals
+    /// leave no tombstones behind: a shard's size follows its live count,
+    /// however many tenants have come and gone.
+    fn copy_without(
+        &self,
+        map: &hashbrown::HashTable<(StdArc<str>, u32)>,
+        extra: usize,
+        drop: impl Fn(&str, u32) -> bool,
+    ) -> hashbrown::HashTable<(StdArc<str>, u32)> {
+        let mut out = hashbrown::HashTable::with_capacity(map.len() + extra);
+        for (k, s) in map.iter().filter(|(k, s)| !drop(k, *s)) {
+            out.insert_unique(self.hash(k), (k.clone(), *s), |(k, _)| self.hash(k));
+        }
+        out
+    }
+
     /// Removes tenant → slot from its shard if it still maps there.
     fn unpublish(&self, key: &str, slot: u32) {
         let hash = self.hash(key);
@@ -543,10 +546,7 @@ impl Table {
             {
                 return;
             }
-            let mut map = shard.map.clone();
-            if let Ok(e) = map.find_entry(hash, |(k, s)| &**k == key && *s == slot) {
-                e.remove();
-            }
+            let map = self.copy_without(&shard.map, 0, |k, s| k == key && s == slot);
             // AcqRel: as in `publish`.
             match atomic.compare_exchange(
                 cur,
@@ -609,6 +609,28 @@ impl Table {
         true
     }
 
+    /// The tenant id owning `slot` (cold paths: events, snapshots). The
+    /// partition keeps only its owner tag, the key's hash with the low bit
+    /// set, which names the shard; the key itself lives in the shard.
+    pub(crate) fn key_of(&self, slot: u32, part: &Partition) -> Option<StdArc<str>> {
+        // Acquire: see `owned_by`.
+        let owner = part.owner.load(Ordering::Acquire);
+        if slot == 0 || owner == 0 {
+            return None;
+        }
+        let guard = epoch::pin();
+        [owner, owner & !1].into_iter().find_map(|hash| {
+            // Acquire: see `lookup`.
+            let shard = self.shard(hash).load(Ordering::Acquire, &guard);
+            // SAFETY: see `lookup`.
+            let shard = unsafe { shard.deref() };
+            shard
+                .map
+                .find(hash, |(_, s)| *s == slot)
+                .map(|(k, _)| k.clone())
+        })
+    }
+
     /// Every live tenant partition with its slot and key.
     pub(crate) fn live(&self) -> Vec<(u32, &Partition, StdArc<str>)> {
         // Relaxed: a snapshot; slots beyond a racing insert are skipped.
@@ -619,18 +641,40 @@ impl Table {
                 if p.cell.load().phase() == Phase::Vacant {
                     return None;
                 }
-                Some((s, p, p.key()?))
+                Some((s, p, self.key_of(s, p)?))
             })
             .collect()
-    }
-
-    /// Slots ever allocated (live or vacant).
-    #[cfg(test)]
-    pub(crate) fn allocated(&self) -> u32 {
-        self.next.load(Ordering::Relaxed) - 1
     }
 }
 
 /// Bytes of one tenant partition in the arena (the key and its map entry
 /// come on top; counters only once something non-healthy happens).
+/// 48 bytes on 64-bit targets; `core/tests/memory.rs` measures the whole
+/// (about 121 bytes with a 12-byte tenant id).
 pub const PARTITION_BYTES: usize = std::mem::size_of::<Partition>();
+
+// C9's budget: a partition within 128 bytes plus its key, with room for the
+// key's shard entry and reference-counted allocation.
+#[cfg(not(loom))]
+const _: () = assert!(PARTITION_BYTES <= 64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c5_window_counts_within_the_window_only() {
+        let w = Window::new(Duration::from_secs(10));
+        let s = 1_000_000_000;
+        w.record(0, true);
+        w.record(5 * s, false);
+        assert_eq!(w.totals(5 * s), (2, 1));
+        assert_eq!(
+            w.totals(10 * s + 1),
+            (1, 0),
+            "the first bucket left the window"
+        );
+        w.clear();
+        assert_eq!(w.totals(5 * s), (0, 0));
+    }
+}

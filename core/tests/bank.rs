@@ -1,6 +1,8 @@
 //! The bank: identity (C1), fallbacks (C3, C4), tenant isolation and the
 //! bounded table (C9), metrics (C14), stuck alerts (C15), events (C16).
 
+#![allow(clippy::disallowed_types)] // tests use std sync types directly; the rule is for core's own code
+
 mod common;
 use breakerbank::{
     AdmitError, Bank, CallError, CallOptions, Decision, DependencyUnavailable, EventKind,

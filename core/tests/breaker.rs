@@ -1,5 +1,7 @@
 //! Breaker behaviour on a ManualClock: C5–C8, C10–C13.
 
+#![allow(clippy::disallowed_types)] // tests use std sync types directly; the rule is for core's own code
+
 mod common;
 use breakerbank::{Bank, Decision, Instant, ManualClock, Outcome, RejectReason, State};
 use common::*;

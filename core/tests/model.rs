@@ -2,6 +2,8 @@
 //! advance / reset / force_open drive the real breaker and a plain
 //! sequential reference model; decisions and states must agree.
 
+#![allow(clippy::disallowed_types)] // tests use std sync types directly; the rule is for core's own code
+
 mod common;
 use breakerbank::{Bank, Decision, ManualClock, Outcome, Permit, RejectReason, State};
 use proptest::prelude::*;
