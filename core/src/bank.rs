@@ -121,7 +121,7 @@ impl Permit<'_> {
     /// Records the call's outcome.
     pub fn record(mut self, outcome: Outcome) {
         self.done = true;
-        self.dep.record_raw(self.raw, outcome);
+        let _ = self.dep.record_raw(self.raw, outcome);
     }
 
     /// The permit as plain data; the caller now owes exactly one
@@ -135,7 +135,7 @@ impl Permit<'_> {
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.dep.record_raw(self.raw, Outcome::Cancelled);
+            let _ = self.dep.record_raw(self.raw, Outcome::Cancelled);
         }
     }
 }
@@ -511,10 +511,13 @@ impl Dependency {
     /// A permit of an older generation, or of a partition evicted since,
     /// is counted as late and changes nothing else; a probe permit always
     /// returns its slot. Each permit must be recorded once.
-    pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) {
+    ///
+    /// Returns the outcome as counted: a success at least `slow_call` long
+    /// is a failure (C5).
+    pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
         let inner = &*self.inner;
         let Some(part) = self.partition_by_slot(permit.slot) else {
-            return;
+            return outcome;
         };
         let mut verdict = match outcome {
             Outcome::Success => Verdict::Success,
@@ -541,10 +544,10 @@ impl Dependency {
                 if w.phase() == Phase::Closed && w.generation() == permit.generation {
                     let now = inner.clock.now().as_nanos();
                     window.record(now, verdict == Verdict::Failure);
-                    if verdict == Verdict::Failure {
-                        let (calls, fails) = window.totals(now);
-                        trip = calls >= min_calls && (fails as f64) >= rate * calls as f64;
-                    }
+                    // Evaluated on every call, as the contract states the
+                    // rule: a success can complete `min_calls`.
+                    let (calls, fails) = window.totals(now);
+                    trip = fails > 0 && calls >= min_calls && (fails as f64) >= rate * calls as f64;
                 }
             }
         }
@@ -566,6 +569,11 @@ impl Dependency {
         }
         if let Recorded::Transition(t) = r {
             self.on_transition(permit.slot, part, &t, EventKind::Transition);
+        }
+        match verdict {
+            Verdict::Success => Outcome::Success,
+            Verdict::Failure => Outcome::Failure,
+            Verdict::Cancelled => Outcome::Cancelled,
         }
     }
 
@@ -697,6 +705,29 @@ impl Dependency {
                 None => (0, &t.overflow, OVERFLOW.to_string()),
             },
             (Parts::Tenant(t), None) => (0, &t.overflow, OVERFLOW.to_string()),
+        }
+    }
+
+    /// The partition that serves a tenant just admitted or rejected: the
+    /// tenant id, `global`, or `<overflow>` when the tenant is not in the
+    /// table (C9). Read-only: never creates a partition.
+    pub fn partition_of(&self, tenant: Option<&str>) -> String {
+        let tenant = self.tenant(tenant).ok().flatten();
+        self.resolve_existing(tenant).2
+    }
+
+    /// The error a rejection amounts to when no fallback is served (C4):
+    /// for callers that handle rejections themselves. Counts nothing.
+    pub fn unavailable(
+        &self,
+        tenant: Option<&str>,
+        rejection: &Rejection<'_>,
+    ) -> DependencyUnavailable {
+        DependencyUnavailable {
+            dependency: self.inner.config.name.clone(),
+            partition: self.partition_of(tenant),
+            code: rejection.fallback.code().map(str::to_string),
+            retry_after: rejection.retry_after,
         }
     }
 
@@ -1050,6 +1081,13 @@ impl Bank {
     /// queue's bound are dropped and counted ([`Bank::events_dropped`]).
     pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {
         self.events.subscribe(StdArc::new(listener));
+    }
+
+    /// Waits until every event queued so far has been delivered to every
+    /// listener, or `timeout` passes; true when delivered. For tests and
+    /// shutdown, never for the hot path.
+    pub fn flush_events(&self, timeout: Duration) -> bool {
+        self.events.flush(timeout)
     }
 
     /// Events dropped because listeners fell behind.

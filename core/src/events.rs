@@ -63,6 +63,8 @@ pub(crate) struct EventBus {
     // list, never while a listener runs and never on the admission path.
     listeners: StdArc<StdMutex<Vec<Listener>>>,
     dropped: AtomicU64,
+    queued: AtomicU64,
+    delivered: StdArc<AtomicU64>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -80,6 +82,8 @@ impl EventBus {
             tx: OnceLock::new(),
             listeners: StdArc::new(StdMutex::new(Vec::new())),
             dropped: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            delivered: StdArc::new(AtomicU64::new(0)),
         }
     }
 
@@ -96,11 +100,29 @@ impl EventBus {
             return;
         }
         if let Some(tx) = self.tx.get() {
+            // Counted before sending so `flush` never sees delivered > queued.
+            // Relaxed: statistics; `flush` only compares them.
+            self.queued.fetch_add(1, Ordering::Relaxed);
             if tx.try_send(make()).is_err() {
-                // Relaxed: a statistic.
+                self.queued.fetch_sub(1, Ordering::Relaxed);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Waits until what was queued so far has been delivered.
+    pub(crate) fn flush(&self, timeout: std::time::Duration) -> bool {
+        // Relaxed: see `emit`.
+        let target = self.queued.load(Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + timeout;
+        // Acquire: see the listeners' effects once they are counted.
+        while self.delivered.load(Ordering::Acquire) < target {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
     }
 
     /// Events dropped because the queue was full.
@@ -115,6 +137,7 @@ impl EventBus {
         self.tx.get_or_init(|| {
             let (tx, rx) = sync_channel::<Event>(EVENT_QUEUE);
             let listeners = self.listeners.clone();
+            let delivered = self.delivered.clone();
             // The thread ends when the bank (the last sender) is dropped.
             let spawned = std::thread::Builder::new()
                 .name("breakerbank-events".into())
@@ -127,6 +150,8 @@ impl EventBus {
                             let _ =
                                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&ev)));
                         }
+                        // Release: what listeners did is visible to `flush`'s Acquire.
+                        delivered.fetch_add(1, Ordering::Release);
                     }
                 });
             if spawned.is_err() {

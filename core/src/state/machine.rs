@@ -227,8 +227,8 @@ pub fn admit_transition(old: Word, new: Option<Word>) -> Option<Transition> {
 
 /// Recording an outcome (C5, C8, C10, C13).
 ///
-/// `trip` is the failure-rate window's verdict for a closed failure; it is
-/// ignored under the consecutive policy. `now` is read only when tripping.
+/// `trip` is the failure-rate window's verdict for a closed call (success
+/// or failure); it is ignored under the consecutive policy. `now` is read only when tripping.
 pub fn record(
     w: Word,
     policy: &Policy,
@@ -246,6 +246,13 @@ pub fn record(
     }
     match (w.phase(), verdict) {
         (Phase::Closed, Verdict::Cancelled) => (None, Recorded::Applied),
+        (Phase::Closed, Verdict::Success) if trip && policy.consecutive_failures.is_none() => {
+            // The failure-rate window reached `min_calls` on a success with
+            // the rate already at or above the threshold.
+            let now = env.now();
+            let (next, t) = transition(w, Phase::Open, Some(now), policy);
+            (Some(next), Recorded::Transition(t))
+        }
         (Phase::Closed, Verdict::Success) => {
             if w.count() == 0 {
                 (None, Recorded::Applied)
