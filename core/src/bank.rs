@@ -119,8 +119,24 @@ impl Permit<'_> {
     }
 
     /// Records the call's outcome.
+    #[inline]
     pub fn record(mut self, outcome: Outcome) {
         self.done = true;
+        let dep = &*self.dep.inner;
+        // The healthy path under the consecutive policy: a success on a
+        // closed word with no failures counted changes nothing (exactly
+        // `machine::record`'s `(None, Applied)`), so one load decides it.
+        if outcome == Outcome::Success && dep.quiet_success && !self.raw.probe {
+            if let Some(part) = self.dep.partition_by_slot(self.raw.slot) {
+                let w = part.cell.load();
+                if w.phase() == Phase::Closed
+                    && w.count() == 0
+                    && w.generation() == self.raw.generation
+                {
+                    return;
+                }
+            }
+        }
         let _ = self.dep.record_raw(self.raw, outcome);
     }
 
@@ -219,6 +235,11 @@ enum Parts {
 }
 
 pub(crate) struct DepInner {
+    /// `slow_call` is set: admissions read the clock.
+    timed: bool,
+    /// Consecutive policy and no `slow_call`: a closed success with no
+    /// failures counted is a no-op, decidable with one load.
+    quiet_success: bool,
     id: u32,
     config: DependencyConfig,
     policy: Policy,
@@ -286,6 +307,8 @@ impl Dependency {
             .then(|| StaleCache::new(STALE_CACHE_CAPACITY));
         Self {
             inner: StdArc::new(DepInner {
+                timed: config.slow_call.is_some(),
+                quiet_success: consecutive.is_some() && config.slow_call.is_none(),
                 id,
                 config,
                 policy,
@@ -424,6 +447,33 @@ impl Dependency {
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Decision<'_>, AdmitError> {
+        // The healthy path of a global dependency, kept small enough to
+        // inline into callers: one load; the same decision as
+        // `machine::admit` on a closed word.
+        if let (Parts::Global(p), None, false) = (&self.inner.parts, deadline, self.inner.timed) {
+            let w = p.cell.load();
+            if w.phase() == Phase::Closed {
+                return Ok(Decision::Admitted(Permit {
+                    dep: self,
+                    raw: RawPermit {
+                        slot: 0,
+                        generation: w.generation(),
+                        probe: false,
+                        started_ns: NOT_TIMED,
+                    },
+                    done: false,
+                }));
+            }
+        }
+        self.admit_slow(tenant, deadline)
+    }
+
+    #[inline(never)]
+    fn admit_slow(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Result<Decision<'_>, AdmitError> {
         let tenant = self.tenant(tenant)?;
         let inner = &*self.inner;
         let mut target = self.target(tenant);
@@ -444,7 +494,7 @@ impl Dependency {
             }
             let owner = target.owner;
             let part = target.part;
-            let Some((adm, t)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
+            let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
                 owner == 0 || part.owned_by(w, owner)
             }) else {
                 // The slot was recycled under us: resolve the tenant again.
@@ -480,7 +530,10 @@ impl Dependency {
                     let reason = match refusal {
                         Refusal::Open => {
                             bump(&stats.rejected_open_total);
-                            self.check_stuck(target.slot, part);
+                            // One load and compare; the announcement is cold.
+                            if at.is_some_and(|now| stats.stuck_due(now)) {
+                                self.check_stuck(target.slot, part);
+                            }
                             RejectReason::Open
                         }
                         Refusal::ProbeBudget => {
@@ -542,7 +595,14 @@ impl Dependency {
             if verdict != Verdict::Cancelled {
                 let w = part.cell.load();
                 if w.phase() == Phase::Closed && w.generation() == permit.generation {
-                    let now = inner.clock.now().as_nanos();
+                    // A bucket is window / 10 wide: a coarse reading picks
+                    // it well enough once buckets are ≥ 10 ms.
+                    let now = if window.coarse_ok() {
+                        inner.clock.now_coarse()
+                    } else {
+                        inner.clock.now()
+                    }
+                    .as_nanos();
                     window.record(now, verdict == Verdict::Failure);
                     // Evaluated on every call, as the contract states the
                     // rule: a success can complete `min_calls`.
@@ -580,7 +640,8 @@ impl Dependency {
     fn on_transition(&self, slot: u32, part: &Partition, t: &Transition, kind: EventKind) {
         let inner = &*self.inner;
         let now = inner.clock.now();
-        part.stats().on_transition(t.from, t.to, now);
+        part.stats()
+            .on_transition(t.from, t.to, now, inner.config.recovery_bound);
         if t.from == Phase::Closed && t.to == Phase::Open {
             if let Some(w) = &part.window {
                 w.clear();

@@ -31,6 +31,8 @@ macro_rules! counters {
             pub(crate) episode_start: AtomicU64,
             /// Episode start a stuck alert was announced for, or `NO_EPISODE`.
             pub(crate) stuck_announced: AtomicU64,
+            /// When the current episode becomes stuck (C15), or `NO_EPISODE`.
+            pub(crate) stuck_after: AtomicU64,
         }
 
         impl Default for Stats {
@@ -40,6 +42,7 @@ macro_rules! counters {
                     open_ns_total: AtomicU64::new(0),
                     episode_start: AtomicU64::new(NO_EPISODE),
                     stuck_announced: AtomicU64::new(NO_EPISODE),
+                    stuck_after: AtomicU64::new(NO_EPISODE),
                 }
             }
         }
@@ -51,6 +54,7 @@ macro_rules! counters {
                 self.open_ns_total.store(0, Ordering::Relaxed);
                 self.episode_start.store(NO_EPISODE, Ordering::Relaxed);
                 self.stuck_announced.store(NO_EPISODE, Ordering::Relaxed);
+                self.stuck_after.store(NO_EPISODE, Ordering::Relaxed);
             }
         }
     };
@@ -82,7 +86,7 @@ pub(crate) fn bump(c: &AtomicU64) {
 
 impl Stats {
     /// Accounts a transition into `to` at `now` (episodes, transition counts).
-    pub(crate) fn on_transition(&self, from: Phase, to: Phase, now: Instant) {
+    pub(crate) fn on_transition(&self, from: Phase, to: Phase, now: Instant, bound: Duration) {
         match to {
             Phase::Open => bump(&self.opened_total),
             Phase::HalfOpen => bump(&self.half_opened_total),
@@ -93,8 +97,11 @@ impl Stats {
         match (from, to) {
             (Phase::Closed, Phase::Open) => {
                 self.episode_start.store(now.as_nanos(), Ordering::Relaxed);
+                let due = (now + bound).as_nanos();
+                self.stuck_after.store(due, Ordering::Relaxed);
             }
             (_, Phase::Closed | Phase::ForcedOpen) => {
+                self.stuck_after.store(NO_EPISODE, Ordering::Relaxed);
                 let start = self.episode_start.swap(NO_EPISODE, Ordering::Relaxed);
                 if start != NO_EPISODE {
                     let d = now.as_nanos().saturating_sub(start);
@@ -103,6 +110,12 @@ impl Stats {
             }
             _ => {}
         }
+    }
+
+    /// Whether the current episode may have reached its recovery bound.
+    #[inline]
+    pub(crate) fn stuck_due(&self, now: Instant) -> bool {
+        now.as_nanos() >= self.stuck_after.load(Ordering::Relaxed)
     }
 
     /// Start of the current trip-to-close episode.

@@ -62,6 +62,10 @@ pub(crate) struct Window {
     width_ns: u64,
 }
 
+/// Bucket width from which a coarse clock reading (a few ms behind) is
+/// precise enough to pick the bucket.
+pub(crate) const COARSE_BUCKET_NS: u64 = 10_000_000;
+
 impl Window {
     pub(crate) fn new(window: Duration) -> Self {
         let width = u64::try_from(window.as_nanos() / BUCKETS as u128).unwrap_or(u64::MAX);
@@ -88,8 +92,16 @@ impl Window {
             } else {
                 (0, 0)
             };
-            let calls = (calls + 1).min(B_FIELD);
-            let fails = (fails + u64::from(failed)).min(B_FIELD);
+            // A full bucket halves both counts: the rate is kept (and
+            // recent calls weigh more) instead of one count saturating
+            // while the other climbs.
+            let (calls, fails) = if calls >= B_FIELD {
+                (calls / 2, fails / 2)
+            } else {
+                (calls, fails)
+            };
+            let calls = calls + 1;
+            let fails = fails + u64::from(failed);
             let next = (e << B_EPOCH_SHIFT) | (calls << B_CALLS_SHIFT) | fails;
             match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
@@ -116,6 +128,11 @@ impl Window {
     }
 
     /// Forgets every call (on a trip, so a closed breaker starts afresh).
+    /// Whether a coarse clock reading is good enough for this window.
+    pub(crate) fn coarse_ok(&self) -> bool {
+        self.width_ns >= COARSE_BUCKET_NS
+    }
+
     pub(crate) fn clear(&self) {
         for b in &self.buckets {
             // Relaxed: see `record`.
@@ -327,11 +344,11 @@ impl Table {
 
     #[inline]
     fn shard(&self, hash: u64) -> &epoch::Atomic<Shard> {
-        let idx = if self.shard_bits == 0 {
-            0
-        } else {
-            (hash >> (64 - self.shard_bits)) as usize
-        };
+        // Bits 32.. pick the shard: hashbrown takes its bucket index from
+        // the low bits and its 7-bit control tag from the top ones, so a
+        // shard chosen by either would leave every entry of a shard with
+        // the same tag or bucket, and every probe would compare keys.
+        let idx = ((hash >> 32) as usize) & ((1usize << self.shard_bits) - 1);
         &self.shards[idx]
     }
 
@@ -661,6 +678,17 @@ const _: () = assert!(PARTITION_BYTES <= 64);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn c5_window_saturation_keeps_the_rate() {
+        let w = Window::new(Duration::from_secs(10));
+        for i in 0..3 * B_FIELD {
+            w.record(0, i % 2 == 0);
+        }
+        let (calls, fails) = w.totals(0);
+        let rate = fails as f64 / calls as f64;
+        assert!((0.49..=0.51).contains(&rate), "{fails}/{calls}");
+    }
 
     #[test]
     fn c5_window_counts_within_the_window_only() {

@@ -50,6 +50,14 @@ struct CellEnv<'a> {
     cell: &'a Cell,
     clock: &'a dyn Clock,
     now: Option<Instant>,
+    coarse: Option<Instant>,
+}
+
+impl CellEnv<'_> {
+    /// The latest reading taken, if any.
+    fn reading(&self) -> Option<Instant> {
+        self.now.or(self.coarse)
+    }
 }
 
 impl Env for CellEnv<'_> {
@@ -57,9 +65,9 @@ impl Env for CellEnv<'_> {
         *self.now.get_or_insert_with(|| self.clock.now())
     }
     fn now_coarse(&mut self) -> Instant {
-        match self.now {
-            Some(now) => now,
-            None => self.clock.now_coarse(),
+        match (self.now, self.coarse) {
+            (Some(now), _) | (None, Some(now)) => now,
+            (None, None) => *self.coarse.get_or_insert_with(|| self.clock.now_coarse()),
         }
     }
     fn open_until(&self, generation: u32) -> Option<Instant> {
@@ -151,20 +159,23 @@ impl Cell {
     }
 
     /// Admission; `valid` is re-checked on every observed word (slot
-    /// ownership for tenant partitions). Returns `None` when `valid` fails.
+    /// ownership for tenant partitions). Returns `None` when `valid` fails;
+    /// otherwise the admission, its transition, and the clock reading it
+    /// used (if it read the clock).
     #[inline]
     pub fn admit(
         &self,
         policy: &Policy,
         clock: &dyn Clock,
         valid: impl Fn(Word) -> bool,
-    ) -> Option<(Admission, Option<Transition>)> {
+    ) -> Option<(Admission, Option<Transition>, Option<Instant>)> {
         let mut env = CellEnv {
             cell: self,
             clock,
             now: None,
+            coarse: None,
         };
-        self.update(|w| {
+        let r = self.update(|w| {
             if !valid(w) {
                 return Step::Keep(None);
             }
@@ -174,7 +185,8 @@ impl Cell {
                     Step::Install(next, Some((a, machine::admit_transition(w, Some(next)))))
                 }
             }
-        })
+        });
+        r.map(|(a, t)| (a, t, env.reading()))
     }
 
     /// Records an outcome for a permit of `generation`.
@@ -192,6 +204,7 @@ impl Cell {
             cell: self,
             clock,
             now: None,
+            coarse: None,
         };
         let r = self.update(|w| {
             match machine::record(w, policy, generation, probe, verdict, trip, &mut env) {
