@@ -400,6 +400,23 @@ impl Dependency {
         }
     }
 
+    /// Resolves again after the tenant's slot was recycled under us. With
+    /// a full table two new tenants can evict each other's fresh, idle
+    /// partitions indefinitely (loom found it); after two losses the call
+    /// goes to the overflow partition, so admission always finishes.
+    fn retarget(&self, tenant: Option<&str>, lost: &mut u32) -> Target<'_> {
+        *lost += 1;
+        match &self.inner.parts {
+            Parts::Tenant(t) if *lost > 2 => Target {
+                slot: 0,
+                part: &t.overflow,
+                owner: 0,
+                overflow: true,
+            },
+            _ => self.target(tenant),
+        }
+    }
+
     fn partition_by_slot(&self, slot: u32) -> Option<&Partition> {
         match &self.inner.parts {
             Parts::Global(p) => (slot == 0).then_some(&**p),
@@ -477,6 +494,7 @@ impl Dependency {
         let tenant = self.tenant(tenant)?;
         let inner = &*self.inner;
         let mut target = self.target(tenant);
+        let mut lost = 0u32;
         if let Some(d) = deadline {
             let now = inner.clock.now();
             if now >= d {
@@ -498,7 +516,7 @@ impl Dependency {
                 owner == 0 || part.owned_by(w, owner)
             }) else {
                 // The slot was recycled under us: resolve the tenant again.
-                target = self.target(tenant);
+                target = self.retarget(tenant, &mut lost);
                 continue;
             };
             if let Some(t) = t {
@@ -552,7 +570,7 @@ impl Dependency {
                     })
                 }
                 Admission::Vacant => {
-                    target = self.target(tenant);
+                    target = self.retarget(tenant, &mut lost);
                     continue;
                 }
             });

@@ -35,7 +35,12 @@ use std::hash::BuildHasher;
 use std::time::Duration;
 
 /// Partitions per arena chunk.
+#[cfg(not(loom))]
 const CHUNK: usize = 256;
+/// Under loom each partition is several modelled objects, created and torn
+/// down in every execution: a small chunk keeps the C9 models tractable.
+#[cfg(loom)]
+const CHUNK: usize = 4;
 /// Shards scanned for an idle partition before settling for an LRU one.
 const EVICT_SCAN_IDLE: usize = 64;
 /// Shards scanned before an LRU closed partition may be taken.

@@ -1,0 +1,24 @@
+# loom models of the concurrent core (issue 4). Included by the root Makefile.
+#
+#   make loom        every model at LOOM_MAX_PREEMPTIONS=2 (part of `make test`;
+#                    about 3.5 min on 2 cores, build included)
+#   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3 (much longer;
+#                    run by hand before touching state/ or partition.rs)
+#
+# Both cfgs are needed: `--cfg loom` switches core/src/sync.rs to loom, and
+# `--cfg crossbeam_loom` does the same inside crossbeam-epoch (without it a
+# correct model fails with a false "Causality violation"). The loom build
+# has its own target dir so these RUSTFLAGS never invalidate target/.
+
+LOOM_TARGET_DIR ?= $(CURDIR)/target/loom
+LOOM_RUSTFLAGS ?= --cfg loom --cfg crossbeam_loom
+LOOM_CARGO = RUSTFLAGS="$(LOOM_RUSTFLAGS)" CARGO_TARGET_DIR=$(LOOM_TARGET_DIR) \
+	$(CARGO) test --release -p breakerbank-loom-tests --test loom_models
+
+.PHONY: loom loom-deep
+
+loom:
+	LOOM_MAX_PREEMPTIONS=2 $(LOOM_CARGO) -- --nocapture
+
+loom-deep:
+	LOOM_MAX_PREEMPTIONS=3 $(LOOM_CARGO) -- --nocapture
