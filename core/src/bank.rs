@@ -122,26 +122,12 @@ impl Permit<'_> {
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
         self.done = true;
-        let dep = &*self.dep.inner;
-        // The healthy path under the consecutive policy: a success on a
-        // closed word with no failures counted changes nothing (exactly
-        // `machine::record`'s `(None, Applied)`), so one load decides it.
-        if outcome == Outcome::Success && dep.quiet_success && !self.raw.probe {
-            if let Some(part) = self.dep.partition_by_slot(self.raw.slot) {
-                let w = part.cell.load();
-                if w.phase() == Phase::Closed
-                    && w.count() == 0
-                    && w.generation() == self.raw.generation
-                {
-                    return;
-                }
-            }
-        }
-        let _ = self.dep.record_raw(self.raw, outcome);
+        self.dep.record_fast(self.raw, outcome);
     }
 
     /// The permit as plain data; the caller now owes exactly one
     /// [`Dependency::record_raw`] (nothing is recorded on drop).
+    #[inline]
     pub fn into_raw(mut self) -> RawPermit {
         self.done = true;
         self.raw
@@ -149,6 +135,7 @@ impl Permit<'_> {
 }
 
 impl Drop for Permit<'_> {
+    #[inline]
     fn drop(&mut self) {
         if !self.done {
             let _ = self.dep.record_raw(self.raw, Outcome::Cancelled);
@@ -417,6 +404,7 @@ impl Dependency {
         }
     }
 
+    #[inline]
     fn partition_by_slot(&self, slot: u32) -> Option<&Partition> {
         match &self.inner.parts {
             Parts::Global(p) => (slot == 0).then_some(&**p),
@@ -464,25 +452,66 @@ impl Dependency {
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Decision<'_>, AdmitError> {
-        // The healthy path of a global dependency, kept small enough to
-        // inline into callers: one load; the same decision as
-        // `machine::admit` on a closed word.
+        if let Some(raw) = self.admit_fast(deadline) {
+            return Ok(Decision::Admitted(Permit {
+                dep: self,
+                raw,
+                done: false,
+            }));
+        }
+        self.admit_slow(tenant, deadline)
+    }
+
+    /// The healthy path of a global dependency, small enough to inline into
+    /// callers: one load, and the same decision `machine::admit` makes on
+    /// a closed word.
+    #[inline]
+    fn admit_fast(&self, deadline: Option<Instant>) -> Option<RawPermit> {
         if let (Parts::Global(p), None, false) = (&self.inner.parts, deadline, self.inner.timed) {
             let w = p.cell.load();
             if w.phase() == Phase::Closed {
-                return Ok(Decision::Admitted(Permit {
-                    dep: self,
-                    raw: RawPermit {
-                        slot: 0,
-                        generation: w.generation(),
-                        probe: false,
-                        started_ns: NOT_TIMED,
-                    },
-                    done: false,
-                }));
+                return Some(RawPermit {
+                    slot: 0,
+                    generation: w.generation(),
+                    probe: false,
+                    started_ns: NOT_TIMED,
+                });
             }
         }
-        self.admit_slow(tenant, deadline)
+        None
+    }
+
+    /// Records an outcome, deciding the healthy case with one load: under
+    /// the consecutive policy a success on a closed word with no failures
+    /// counted changes nothing (`machine::record`'s `(None, Applied)`).
+    #[inline]
+    fn record_fast(&self, raw: RawPermit, outcome: Outcome) {
+        if outcome == Outcome::Success && self.inner.quiet_success && !raw.probe {
+            if let Some(part) = self.partition_by_slot(raw.slot) {
+                let w = part.cell.load();
+                if w.phase() == Phase::Closed && w.count() == 0 && w.generation() == raw.generation
+                {
+                    return;
+                }
+            }
+        }
+        let _ = self.record_raw(raw, outcome);
+    }
+
+    /// Runs an admitted call and records its outcome; a panic in `f` drops
+    /// the guard, which records `Cancelled` (C13).
+    #[inline]
+    fn run<T, E>(
+        &self,
+        raw: RawPermit,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        let permit = Permit {
+            dep: self,
+            raw,
+            done: false,
+        };
+        finish(permit, f())
     }
 
     #[inline(never)]
@@ -903,6 +932,9 @@ impl Dependency {
         deadline: Option<Instant>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
+        if let Some(raw) = self.admit_fast(deadline) {
+            return self.run(raw, f);
+        }
         match self
             .admit(tenant, deadline)
             .map_err(|_| CallError::TenantRequired)?
@@ -1113,6 +1145,7 @@ impl Bank {
     }
 
     /// A dependency by id, borrowed.
+    #[inline]
     pub fn dependency_by_id(&self, id: u32) -> Option<&Dependency> {
         self.deps.get(id as usize)
     }

@@ -48,6 +48,7 @@ impl FallbackKind {
 
 impl Fallback {
     /// The kind.
+    #[inline]
     pub fn kind(&self) -> FallbackKind {
         match self {
             Fallback::Stale { .. } => FallbackKind::Stale,
