@@ -1,0 +1,491 @@
+//! `bb_bank` and the functions over it.
+
+// Arc and one counter from std: this crate is not loom-modelled (clippy.toml
+// steers only the core's imports through `crate::sync`).
+#![allow(clippy::disallowed_types)]
+
+use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail};
+use crate::ledger;
+use crate::listener::ListenerSlot;
+use crate::types::{
+    bb_breaker_state, bb_decision, bb_fallback_kind, bb_outcome_raw, bb_permit, bb_reason,
+    bb_status,
+};
+use breakerbank::{AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Profile};
+use std::ffi::c_char;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A bank of circuit breakers built from a YAML profile (opaque).
+///
+/// Ownership: created by `bb_bank_from_yaml`, owned by the caller, freed
+/// exactly once with `bb_bank_free` after every other call on it has
+/// returned. Thread safety: every function taking a `const bb_bank *` may be
+/// called from any number of threads at once; `bb_set_listener` and
+/// `bb_bank_free` take `bb_bank *`.
+pub struct bb_bank {
+    pub(crate) bank: Bank,
+    pub(crate) listener: Arc<ListenerSlot>,
+    /// Tags this bank's permits.
+    serial: u32,
+}
+
+impl std::fmt::Debug for bb_bank {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("bb_bank")
+            .field("serial", &self.serial)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Bank serials; 0 is never used, so a zeroed permit is never a bank's.
+static SERIALS: AtomicU32 = AtomicU32::new(1);
+
+fn dependency(bank: &bb_bank, id: u32) -> Result<&Dependency, Fail> {
+    match bank.bank.dependency_by_id(id) {
+        Some(d) => Ok(d),
+        None => Err(unknown_id(id)),
+    }
+}
+
+#[cold]
+fn unknown_id(id: u32) -> Fail {
+    Fail::new(
+        bb_status::BB_ERR_UNKNOWN_DEPENDENCY,
+        format!("no dependency with id {id}"),
+    )
+}
+
+#[cold]
+fn tenant_required(dep: &Dependency) -> Fail {
+    Fail::new(
+        bb_status::BB_ERR_TENANT_REQUIRED,
+        format!(
+            "dependency `{}` is tenant-scoped: a non-empty tenant is required",
+            dep.name()
+        ),
+    )
+}
+
+fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
+    bank.bank.manual_clock().ok_or_else(|| {
+        Fail::new(
+            bb_status::BB_ERR_NOT_MANUAL_CLOCK,
+            "the bank was built without manual_clock",
+        )
+    })
+}
+
+/// Builds a bank from a YAML profile (CONTRACT.md, "The profile").
+///
+/// `manual_clock`: true gives the bank a manual clock starting at 0 that
+/// only `bb_clock_advance` moves (for tests); false uses the system's
+/// monotonic clock. On success `*out` receives a new bank that the caller
+/// owns and must free with `bb_bank_free`; on `BB_ERR_CONFIG` the message
+/// (from `bb_last_error`) names the dependency and field.
+///
+/// # Safety
+///
+/// `yaml` points to `len` readable bytes; `out` is a valid `bb_bank **`.
+#[no_mangle]
+pub extern "C" fn bb_bank_from_yaml(
+    yaml: *const c_char,
+    len: usize,
+    manual_clock: bool,
+    out: *mut *mut bb_bank,
+) -> bb_status {
+    ffi_boundary! {
+        let out = try_out!(out, "out");
+        // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
+        let text = unsafe { str_arg(yaml, len, "yaml") }?;
+        let profile = Profile::from_yaml(text)
+            .map_err(|e| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string()))?;
+        let bank = if manual_clock {
+            Bank::with_clock(profile, ManualClock::new())
+        } else {
+            Bank::new(profile)
+        };
+        let serial = loop {
+            // Relaxed: a unique tag only; skip 0 when the counter wraps.
+            let s = SERIALS.fetch_add(1, Ordering::Relaxed);
+            if s != 0 {
+                break s;
+            }
+        };
+        let b = Box::new(bb_bank { bank, listener: Arc::default(), serial });
+        out.write(Box::into_raw(b));
+        Ok(())
+    }
+}
+
+/// Frees a bank made by `bb_bank_from_yaml`. NULL is a no-op.
+///
+/// Waits for a running listener callback to return; after this returns the
+/// callback is never called again. Call it once, after every other call on
+/// the bank has returned, and not from inside its listener callback
+/// (`BB_ERR_INVALID_ARGUMENT`, nothing freed). Permits of the bank become
+/// meaningless.
+///
+/// # Safety
+///
+/// `bank` is NULL or a bank from `bb_bank_from_yaml` not yet freed.
+#[no_mangle]
+pub extern "C" fn bb_bank_free(bank: *mut bb_bank) -> bb_status {
+    ffi_boundary! {
+        if bank.is_null() {
+            return Ok(());
+        }
+        {
+            let b = try_ref!(bank.cast_const(), "bank");
+            b.listener.replace(None)?;
+        }
+        // SAFETY: `bank` came from `Box::into_raw` in `bb_bank_from_yaml`
+        // and, by the contract, is freed only here and once, with no other
+        // call on it running.
+        drop(unsafe { Box::from_raw(bank) });
+        Ok(())
+    }
+}
+
+/// Looks up a dependency's id by name: resolve once, then admit by id with
+/// no string hashing of the name on the hot path.
+///
+/// `BB_ERR_UNKNOWN_DEPENDENCY` when the profile has no such dependency.
+/// Thread-safe.
+///
+/// # Safety
+///
+/// `bank` is a live bank; `name` points to `len` readable bytes; `out_id` is
+/// a valid `uint32_t *`.
+#[no_mangle]
+pub extern "C" fn bb_dependency_id(
+    bank: *const bb_bank,
+    name: *const c_char,
+    len: usize,
+    out_id: *mut u32,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let out = try_out!(out_id, "out_id");
+        // SAFETY: the caller's contract: `name` has `len` readable bytes.
+        let name = unsafe { str_arg(name, len, "name") }?;
+        match bank.bank.dependency_id(name) {
+            Some(id) => {
+                out.write(id);
+                Ok(())
+            }
+            None => Err(Fail::new(
+                bb_status::BB_ERR_UNKNOWN_DEPENDENCY,
+                format!("no dependency named `{name}`"),
+            )),
+        }
+    }
+}
+
+const NO_PERMIT: bb_permit = bb_permit {
+    ticket: 0,
+    started_ns: 0,
+    bank: 0,
+    ledger: 0,
+    dependency: 0,
+    slot: 0,
+    generation: 0,
+    probe: false,
+};
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Asks to make a call to dependency `dep` for `tenant` (C1, C3, C7, C9, C10).
+///
+/// `tenant` is `(NULL, 0)` for none; a global dependency ignores it, a
+/// tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`).
+/// `deadline_ns` is the call's deadline in ns on the bank's clock, 0 for
+/// none; a deadline at or before now is `BB_REASON_DEADLINE_EXPIRED`.
+///
+/// On `BB_OK`, `*out` says whether the call is admitted. An admitted call's
+/// `out->permit` must be given to `bb_record` exactly once, also when the
+/// caller gives up (`BB_OUTCOME_CANCELLED`). A rejected one names the
+/// fallback to take instead; nothing waits on the dependency, a lock or a
+/// timer. Thread-safe; lock-free for a closed breaker.
+///
+/// # Safety
+///
+/// `bank` is a live bank; `tenant` points to `tenant_len` readable bytes (or
+/// is NULL with 0); `out` is a valid `bb_decision *`.
+#[no_mangle]
+pub extern "C" fn bb_admit(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    deadline_ns: u64,
+    out: *mut bb_decision,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let out = try_out!(out, "out");
+        let d = dependency(bank, dep)?;
+        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
+        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
+        let deadline = (deadline_ns != 0).then(|| Instant::from_nanos(deadline_ns));
+        let decision = match d.admit(tenant, deadline) {
+            Ok(Decision::Admitted(permit)) => {
+                let raw = permit.into_raw();
+                let (ledger, ticket) = ledger::issue();
+                bb_decision {
+                    admitted: true,
+                    probe: raw.probe,
+                    reason: bb_reason::BB_REASON_NONE,
+                    fallback: bb_fallback_kind::BB_FALLBACK_NONE,
+                    retry_after_ns: 0,
+                    permit: bb_permit {
+                        ticket,
+                        started_ns: raw.started_ns,
+                        bank: bank.serial,
+                        ledger,
+                        dependency: dep,
+                        slot: raw.slot,
+                        generation: raw.generation,
+                        probe: raw.probe,
+                    },
+                }
+            }
+            Ok(Decision::Rejected(r)) => {
+                let expired = matches!(r.reason, breakerbank::RejectReason::DeadlineExpired);
+                bb_decision {
+                    admitted: false,
+                    probe: false,
+                    reason: r.reason.into(),
+                    fallback: if expired {
+                        bb_fallback_kind::BB_FALLBACK_NONE
+                    } else {
+                        r.fallback.kind().into()
+                    },
+                    retry_after_ns: r.retry_after.map_or(0, nanos),
+                    permit: NO_PERMIT,
+                }
+            }
+            Err(AdmitError::TenantRequired) => return Err(tenant_required(d)),
+        };
+        out.write(decision);
+        Ok(())
+    }
+}
+
+/// Records the outcome of an admitted call (C5, C7, C8, C10, C13).
+///
+/// Each permit is redeemed once: recording it (or a copy) again, or a
+/// permit never issued by this bank, is `BB_ERR_INVALID_ARGUMENT` and
+/// changes nothing. A permit from an earlier generation of its breaker
+/// (the breaker changed state since) is counted as a late record only, and
+/// a probe's slot is returned. `outcome` outside `bb_outcome` is
+/// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). Thread-safe;
+/// any thread may record a permit admitted on another.
+///
+/// # Safety
+///
+/// `bank` is a live bank.
+#[no_mangle]
+pub extern "C" fn bb_record(
+    bank: *const bb_bank,
+    permit: bb_permit,
+    outcome: bb_outcome_raw,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let Some(outcome) = outcome.decode() else {
+            return Err(Fail::arg(format!("`outcome` {} is not a bb_outcome", outcome.0)));
+        };
+        let d = dependency(bank, permit.dependency)?;
+        if permit.bank != bank.serial || !ledger::redeem(permit.ledger, permit.ticket) {
+            return Err(Fail::arg(
+                "`permit` was already recorded, or was not issued by this bank",
+            ));
+        }
+        d.record_raw(
+            breakerbank::RawPermit {
+                slot: permit.slot,
+                generation: permit.generation,
+                probe: permit.probe,
+                started_ns: permit.started_ns,
+            },
+            outcome,
+        );
+        Ok(())
+    }
+}
+
+/// Reads a breaker's state into `*out` (`BB_STATE_*`).
+///
+/// A tenant never seen, or evicted, reads as a fresh (closed) partition and
+/// asking never creates one. Tenant rules as for `bb_admit`. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_admit`, with `out` a valid `bb_breaker_state *`.
+#[no_mangle]
+pub extern "C" fn bb_state(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    out: *mut bb_breaker_state,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let out = try_out!(out, "out");
+        let d = dependency(bank, dep)?;
+        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
+        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
+        match d.state(tenant) {
+            Ok(s) => {
+                out.write(s.into());
+                Ok(())
+            }
+            Err(AdmitError::TenantRequired) => Err(tenant_required(d)),
+        }
+    }
+}
+
+/// Operator reset (C11): forces the breaker closed with counters cleared.
+///
+/// On a tenant-scoped dependency a tenant of length 0 means every partition
+/// (tenants first seen afterwards included). Emits a reset event.
+/// Thread-safe.
+///
+/// # Safety
+///
+/// `bank` is a live bank; `tenant` points to `tenant_len` readable bytes (or
+/// is NULL with 0).
+#[no_mangle]
+pub extern "C" fn bb_reset(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let d = dependency(bank, dep)?;
+        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
+        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
+        d.reset(tenant.filter(|t| !t.is_empty()));
+        Ok(())
+    }
+}
+
+/// Operator force-open (C11): isolates the breaker until `bb_reset`.
+///
+/// Tenant rules as for `bb_reset`. Emits a forced-open event.
+/// Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_reset`.
+#[no_mangle]
+pub extern "C" fn bb_force_open(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let d = dependency(bank, dep)?;
+        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
+        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
+        d.force_open(tenant.filter(|t| !t.is_empty()));
+        Ok(())
+    }
+}
+
+/// Reads the bank's clock (ns; the time base of `deadline_ns`). Thread-safe.
+///
+/// # Safety
+///
+/// `bank` is a live bank; `out` is a valid `uint64_t *`.
+#[no_mangle]
+pub extern "C" fn bb_clock_now_ns(bank: *const bb_bank, out: *mut u64) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let out = try_out!(out, "out");
+        out.write(bank.bank.now().as_nanos());
+        Ok(())
+    }
+}
+
+/// Moves a manual clock forward by `ns` (C12; for tests).
+///
+/// `BB_ERR_NOT_MANUAL_CLOCK` on a bank built with `manual_clock = false`.
+/// Thread-safe.
+///
+/// # Safety
+///
+/// `bank` is a live bank.
+#[no_mangle]
+pub extern "C" fn bb_clock_advance(bank: *const bb_bank, ns: u64) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        manual_clock(bank)?.advance(Duration::from_nanos(ns));
+        Ok(())
+    }
+}
+
+/// Writes the bank's metrics as Prometheus text exposition (C14, C15) into
+/// `buf`: `breakerbank_<name>{dependency="…",partition="…"}` per metric of
+/// API.md, for every live partition.
+///
+/// `*written` receives the text's length; a NUL follows when `cap` is
+/// larger. `BB_ERR_BUFFER_TOO_SMALL` sets `*written` to the size needed
+/// (`(NULL, 0)` asks for it; the text may grow between two calls).
+/// Thread-safe.
+///
+/// # Safety
+///
+/// `bank` is a live bank; `buf` is NULL with `cap == 0` or valid for writes
+/// of `cap` bytes; `written` is a valid `size_t *`.
+#[no_mangle]
+pub extern "C" fn bb_metrics_prometheus(
+    bank: *const bb_bank,
+    buf: *mut c_char,
+    cap: usize,
+    written: *mut usize,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let written = try_out!(written, "written");
+        let text = bank.bank.prometheus();
+        // SAFETY: `buf`/`cap` as the caller's contract says; `written` was
+        // checked by `try_out!`.
+        unsafe { copy_out(&text, buf, cap, written) }
+    }
+}
+
+/// Writes the error code of dependency `dep`'s `error` fallback (as in the
+/// profile's `fallback.code`) into `buf`; 0 bytes for other fallback kinds.
+/// Buffer rules as for `bb_metrics_prometheus`. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_metrics_prometheus`.
+#[no_mangle]
+pub extern "C" fn bb_fallback_code(
+    bank: *const bb_bank,
+    dep: u32,
+    buf: *mut c_char,
+    cap: usize,
+    written: *mut usize,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let written = try_out!(written, "written");
+        let d = dependency(bank, dep)?;
+        let code = d.fallback().code().unwrap_or("");
+        // SAFETY: `buf`/`cap` as the caller's contract says; `written` was
+        // checked by `try_out!`.
+        unsafe { copy_out(code, buf, cap, written) }
+    }
+}

@@ -1,0 +1,211 @@
+//! The value types of the ABI. Names and values are a public contract
+//! (API.md, C section): variants are spelled here exactly as C sees them, and
+//! an explicit value, once released, is never renumbered. New variants take
+//! new values at the end.
+
+use breakerbank::{FallbackKind, Outcome, RejectReason, State};
+
+/// The result of every function. `BB_OK` is 0; on any other value the
+/// calling thread's message is available from `bb_last_error`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum bb_status {
+    /// Success: out-parameters were written.
+    BB_OK = 0,
+    /// A null or misaligned pointer, a bad length, invalid UTF-8, an unknown
+    /// enum value, or a permit that was already recorded or never issued.
+    BB_ERR_INVALID_ARGUMENT = 1,
+    /// The YAML profile was rejected; the message names the dependency and field.
+    BB_ERR_CONFIG = 2,
+    /// No dependency with that name or id.
+    BB_ERR_UNKNOWN_DEPENDENCY = 3,
+    /// A tenant-scoped dependency was given no tenant (or an empty one).
+    BB_ERR_TENANT_REQUIRED = 4,
+    /// The buffer is smaller than the text; `*written` holds the size needed.
+    BB_ERR_BUFFER_TOO_SMALL = 5,
+    /// `bb_clock_advance` on a bank built without `manual_clock`.
+    BB_ERR_NOT_MANUAL_CLOCK = 6,
+    /// A bug inside breakerbank was caught at the boundary (nothing unwound
+    /// into C); the message is in `bb_last_error`.
+    BB_ERR_PANIC = 7,
+}
+
+/// A breaker's state, from `bb_state`.
+///
+/// The C type is `bb_breaker_state` rather than `bb_state`: in C a typedef
+/// and the function `bb_state` would share one namespace and collide. The
+/// constants are API.md's.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum bb_breaker_state {
+    /// Traffic flows; failures are counted.
+    BB_STATE_CLOSED = 0,
+    /// Tripped: calls get the fallback until the open period ends.
+    BB_STATE_OPEN = 1,
+    /// At most `probe_budget` probes in flight.
+    BB_STATE_HALF_OPEN = 2,
+    /// Isolated by an operator until `bb_reset`.
+    BB_STATE_FORCED_OPEN = 3,
+}
+
+impl From<State> for bb_breaker_state {
+    #[inline]
+    fn from(s: State) -> Self {
+        match s {
+            State::Closed => Self::BB_STATE_CLOSED,
+            State::Open => Self::BB_STATE_OPEN,
+            State::HalfOpen => Self::BB_STATE_HALF_OPEN,
+            State::ForcedOpen => Self::BB_STATE_FORCED_OPEN,
+        }
+    }
+}
+
+/// Why a call was not admitted (`BB_REASON_NONE` when it was).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum bb_reason {
+    /// Admitted.
+    BB_REASON_NONE = 0,
+    /// The breaker is open; `retry_after_ns` says when it next admits a probe.
+    BB_REASON_OPEN = 1,
+    /// Half-open and every probe slot is taken.
+    BB_REASON_PROBE_BUDGET = 2,
+    /// Isolated by an operator.
+    BB_REASON_FORCED_OPEN = 3,
+    /// The deadline had already expired: no fallback hides it, nothing counted
+    /// against the dependency.
+    BB_REASON_DEADLINE_EXPIRED = 4,
+}
+
+impl From<RejectReason> for bb_reason {
+    #[inline]
+    fn from(r: RejectReason) -> Self {
+        match r {
+            RejectReason::Open => Self::BB_REASON_OPEN,
+            RejectReason::ProbeBudget => Self::BB_REASON_PROBE_BUDGET,
+            RejectReason::ForcedOpen => Self::BB_REASON_FORCED_OPEN,
+            RejectReason::DeadlineExpired => Self::BB_REASON_DEADLINE_EXPIRED,
+        }
+    }
+}
+
+/// The fallback a rejected call must take, as declared in the profile (C3).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum bb_fallback_kind {
+    /// Admitted, or a deadline expiry (which gets no fallback).
+    BB_FALLBACK_NONE = 0,
+    /// Serve the last good value for the key, no older than `max_staleness`.
+    BB_FALLBACK_STALE = 1,
+    /// Run the caller's degraded behaviour.
+    BB_FALLBACK_DEGRADED = 2,
+    /// Fail with the profile's error code (`bb_fallback_code`).
+    BB_FALLBACK_ERROR = 3,
+}
+
+impl From<FallbackKind> for bb_fallback_kind {
+    #[inline]
+    fn from(k: FallbackKind) -> Self {
+        match k {
+            FallbackKind::Stale => Self::BB_FALLBACK_STALE,
+            FallbackKind::Degraded => Self::BB_FALLBACK_DEGRADED,
+            FallbackKind::Error => Self::BB_FALLBACK_ERROR,
+        }
+    }
+}
+
+/// The outcome of an admitted call, given to `bb_record`.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum bb_outcome {
+    /// The dependency answered well.
+    BB_OUTCOME_SUCCESS = 0,
+    /// The dependency failed (even if the deadline also expired, C10).
+    BB_OUTCOME_FAILURE = 1,
+    /// The caller gave up or its deadline expired before the dependency
+    /// answered: neither failure nor success; returns a probe slot.
+    BB_OUTCOME_CANCELLED = 2,
+}
+
+/// How an outcome crosses the boundary: C may pass any `uint32_t`, and a
+/// Rust enum holding an unknown value would be undefined behaviour, so
+/// `bb_record` takes the raw number and checks it. It is spelled `bb_outcome`
+/// in the header (cbindgen.toml renames it and does not emit it).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct bb_outcome_raw(pub u32);
+
+impl bb_outcome_raw {
+    /// The outcome, or `None` for a value that is not a `bb_outcome`.
+    #[inline]
+    pub(crate) fn decode(self) -> Option<Outcome> {
+        match self.0 {
+            0 => Some(Outcome::Success),
+            1 => Some(Outcome::Failure),
+            2 => Some(Outcome::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+impl From<bb_outcome> for bb_outcome_raw {
+    #[inline]
+    fn from(o: bb_outcome) -> Self {
+        bb_outcome_raw(o as u32)
+    }
+}
+
+/// An admitted call's ticket, handed back to `bb_record` exactly once.
+///
+/// A plain value: copy it freely, nothing to free. Its fields are for
+/// breakerbank; callers only read `probe`. Recording the same permit twice
+/// (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing: the
+/// `ticket` is redeemed once. A permit that is never recorded keeps a probe
+/// slot of a half-open breaker taken: give up with `BB_OUTCOME_CANCELLED`.
+/// A permit must be recorded on the bank that issued it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct bb_permit {
+    /// Redeemed once by `bb_record` (0: not a permit).
+    pub ticket: u64,
+    /// When the call was admitted, ns on the bank's clock.
+    pub started_ns: u64,
+    /// The issuing bank.
+    pub bank: u32,
+    /// Where `ticket` is kept.
+    pub ledger: u32,
+    /// The dependency id (as from `bb_dependency_id`).
+    pub dependency: u32,
+    /// The partition's slot in the dependency (core detail).
+    pub slot: u32,
+    /// The breaker generation at admission (C13: older ones are late records).
+    pub generation: u32,
+    /// Whether this call holds a half-open probe slot (C7).
+    pub probe: bool,
+}
+
+/// The answer of `bb_admit`.
+///
+/// Admitted: `admitted` is true, `permit` must be recorded once with
+/// `bb_record`, `reason` is `BB_REASON_NONE` and `fallback` is
+/// `BB_FALLBACK_NONE`. Not admitted: `reason` says why and `fallback` is the
+/// dependency's declared fallback to take instead (none for
+/// `BB_REASON_DEADLINE_EXPIRED`); `permit` is all zero.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct bb_decision {
+    /// The call may go to the dependency.
+    pub admitted: bool,
+    /// The call is a half-open probe.
+    pub probe: bool,
+    /// Why it was not admitted.
+    pub reason: bb_reason,
+    /// What to do instead.
+    pub fallback: bb_fallback_kind,
+    /// For `BB_REASON_OPEN`: ns until the breaker next admits a probe;
+    /// 0 otherwise (and for "now").
+    pub retry_after_ns: u64,
+    /// The permit to record (admitted only).
+    pub permit: bb_permit,
+}
