@@ -1,0 +1,38 @@
+# Python bindings, harness and demo (issue 6). Included by the root Makefile.
+#
+#   make py-venv      .venv with maturin, pytest, mypy, matplotlib (from PyPI)
+#   make py-develop   build the extension (release) into .venv
+#   make py-test      mypy.stubtest on the stubs, then the pytest suite
+#   make demo         single-tenant fault through the harness: report + demo.png
+#   make py-bench     breakerbank vs pybreaker (pybreaker installed for this only)
+
+VENV ?= $(CURDIR)/.venv
+PY ?= $(VENV)/bin/python
+PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML
+PY_BENCH_TOOLS ?= pybreaker
+
+.PHONY: py-venv py-develop py-test demo py-bench
+
+# The stamp makes a second `make py-venv` a no-op; it is redone when this
+# file (the tool list) changes.
+$(VENV)/.py-venv-stamp: mk/py.mk
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PY_TOOLS)
+	touch $@
+
+py-venv: $(VENV)/.py-venv-stamp
+
+py-develop: py-venv
+	VIRTUAL_ENV=$(VENV) PATH=$(VENV)/bin:$$PATH \
+	  $(VENV)/bin/maturin develop --release --quiet -m py/Cargo.toml
+
+py-test: py-develop
+	cd py && $(PY) -m mypy.stubtest breakerbank
+	cd py && $(PY) -m pytest -q
+
+demo: py-develop
+	$(PY) -m breakerbank simulate examples/single_tenant_fault.yaml --plot demo.png
+
+py-bench: py-develop
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PY_BENCH_TOOLS)
+	$(PY) py/bench/bench.py

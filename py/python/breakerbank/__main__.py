@@ -1,0 +1,87 @@
+"""``python -m breakerbank``: check a profile, simulate a fault-injection scenario.
+
+    python -m breakerbank check PROFILE
+    python -m breakerbank simulate SCENARIO [--json FILE] [--plot FILE.png] [--progress]
+
+``check`` exits 0 for a valid profile, or 1 listing every problem.
+``simulate`` prints the report; it exits 1 when a tenant-scoped dependency
+had a false global trip (a partition that was not faulted changed state),
+and 2 for an invalid scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import harness
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m breakerbank",
+        description="breakerbank's harness: validate profiles, run fault-injection scenarios "
+        "on virtual time through the real core.",
+        epilog="Scenario format: see `pydoc breakerbank.harness`.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="validate a profile; exit 1 listing every problem")
+    c.add_argument("profile", help="profile YAML file")
+    s = sub.add_parser("simulate", help="run a fault-injection scenario on virtual time")
+    s.add_argument("scenario", help="scenario YAML file")
+    s.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
+    s.add_argument("--plot", metavar="FILE.png", help="draw states over time (needs breakerbank[plot])")
+    prog = s.add_mutually_exclusive_group()
+    prog.add_argument("--progress", dest="progress", action="store_true", default=None,
+                      help="show a progress bar on stderr (default: only on a terminal)")
+    prog.add_argument("--no-progress", dest="progress", action="store_false")
+    return p
+
+
+def _check(path: str) -> int:
+    problems = harness.check_profile(path)
+    if not problems:
+        print(f"{path}: ok")
+        return 0
+    print(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+    for problem in problems:
+        print(f"  - {problem}")
+    return 1
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    try:
+        scenario = harness.load_scenario(args.scenario)
+    except harness.ScenarioError as e:
+        print(f"{args.scenario}: {len(e.problems)} problem{'s' if len(e.problems) != 1 else ''}",
+              file=sys.stderr)
+        for problem in e.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return 2
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    report = harness.simulate(scenario, progress=sys.stderr if show else None)
+    print(harness.format_report(report))
+    if args.json:
+        harness.write_json(report, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        try:
+            harness.plot_report(report, args.plot)
+        except RuntimeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.plot}")
+    return 0 if report.ok() else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m breakerbank`` and the ``breakerbank`` script."""
+    args = _parser().parse_args(argv)
+    if args.command == "check":
+        return _check(args.profile)
+    return _simulate(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

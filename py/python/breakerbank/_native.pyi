@@ -1,0 +1,193 @@
+"""Type stubs for the native half of breakerbank (hand-written, checked by
+``python -m mypy.stubtest breakerbank``)."""
+
+from collections.abc import Awaitable, Callable, Mapping
+from os import PathLike
+from types import TracebackType
+from typing import Any, Literal, TypeVar, final
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_State = Literal["closed", "open", "half_open", "forced_open"]
+_Reason = Literal["open", "probe_budget", "forced_open", "deadline_expired"]
+_Kind = Literal["stale", "degraded", "error"]
+_Outcome = Literal["success", "failure", "cancelled"]
+
+__all__ = [
+    "Bank",
+    "ManualClock",
+    "Decision",
+    "Dependency",
+    "Fallback",
+    "BreakerError",
+    "ConfigError",
+    "UnknownDependency",
+    "TenantRequired",
+    "DependencyUnavailable",
+    "DeadlineExpired",
+    "OutcomeAlreadyRecorded",
+]
+
+
+class BreakerError(Exception):
+    """Base class of every error raised by breakerbank."""
+
+class ConfigError(BreakerError, ValueError):
+    problems: list[str] | None
+
+class UnknownDependency(BreakerError, KeyError):
+    dependency: str | None
+
+class TenantRequired(BreakerError, ValueError):
+    dependency: str | None
+
+class DependencyUnavailable(BreakerError):
+    dependency: str | None
+    partition: str | None
+    code: str | None
+    retry_after: float | None
+
+class DeadlineExpired(BreakerError):
+    dependency: str | None
+    partition: str | None
+
+class OutcomeAlreadyRecorded(BreakerError, RuntimeError):
+    dependency: str | None
+
+@final
+class ManualClock:
+    def __new__(cls) -> ManualClock: ...
+    def advance(self, seconds: float) -> None: ...
+    def now(self) -> float: ...
+
+@final
+class Fallback:
+    def __new__(cls, kind: _Kind, code: str | None = None) -> Fallback: ...
+    @property
+    def kind(self) -> _Kind: ...
+    @property
+    def code(self) -> str | None: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Decision:
+    @property
+    def admitted(self) -> bool: ...
+    @property
+    def probe(self) -> bool: ...
+    @property
+    def reason(self) -> _Reason | None: ...
+    @property
+    def fallback(self) -> Fallback | None: ...
+    @property
+    def retry_after(self) -> float | None: ...
+    @property
+    def outcome(self) -> _Outcome | None: ...
+    def success(self) -> None: ...
+    def failure(self) -> None: ...
+    def cancelled(self) -> None: ...
+    def finish(self, exc: BaseException | None = None) -> _Outcome: ...
+    def serve_fallback(
+        self,
+        fallback: Callable[..., Any] | None = None,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        cache_key: str | None = None,
+    ) -> Any: ...
+    def _returned(self, value: object, cache_key: str | None = None) -> _Outcome: ...
+    def __enter__(self) -> Decision: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> bool: ...
+
+@final
+class Dependency:
+    @property
+    def name(self) -> str: ...
+    @property
+    def isolation(self) -> Literal["global", "tenant"]: ...
+    @property
+    def fallback(self) -> Fallback: ...
+    def now(self) -> float: ...
+    def admit(self, tenant: str | None = None, deadline: float | None = None) -> Decision: ...
+    def call(
+        self,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        tenant: str | None = None,
+        deadline: float | None = None,
+        fallback: Callable[..., Any] | None = None,
+        cache_key: str | None = None,
+        **kwargs: Any,
+    ) -> Any: ...
+    def call_with(
+        self,
+        fn_: Callable[..., Any],
+        /,
+        args: tuple[Any, ...] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+        deadline: float | None = None,
+        fallback: Callable[..., Any] | None = None,
+        cache_key: str | None = None,
+    ) -> Any: ...
+    def acall(
+        self,
+        coro_fn: Callable[..., Awaitable[Any]],
+        /,
+        *args: Any,
+        tenant: str | None = None,
+        deadline: float | None = None,
+        fallback: Callable[..., Any] | None = None,
+        cache_key: str | None = None,
+        **kwargs: Any,
+    ) -> Awaitable[Any]: ...
+    def acall_with(
+        self,
+        coro_fn: Callable[..., Awaitable[Any]],
+        /,
+        args: tuple[Any, ...] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+        deadline: float | None = None,
+        fallback: Callable[..., Any] | None = None,
+        cache_key: str | None = None,
+    ) -> Awaitable[Any]: ...
+    def cache_put(self, key: str, value: object, *, tenant: str | None = None) -> None: ...
+    def state(self, tenant: str | None = None) -> _State: ...
+    def reset(self, tenant: str | None = None) -> None: ...
+    def force_open(self, tenant: str | None = None) -> None: ...
+
+@final
+class Bank:
+    @classmethod
+    def from_yaml(cls, text: str, clock: ManualClock | None = None) -> Bank: ...
+    @classmethod
+    def load(cls, path: str | PathLike[str], clock: ManualClock | None = None) -> Bank: ...
+    @property
+    def dependencies(self) -> list[str]: ...
+    @property
+    def clock(self) -> ManualClock | None: ...
+    def now(self) -> float: ...
+    def __getitem__(self, key: str, /) -> Dependency: ...
+    def __contains__(self, key: object, /) -> bool: ...
+    def metrics(self) -> dict[str, dict[str, dict[str, Any]]]: ...
+    def prometheus(self) -> str: ...
+    def stuck(self) -> list[dict[str, Any]]: ...
+    def on_event(self, listener: _F) -> _F: ...
+    def flush_events(self, timeout: float = 5.0) -> bool: ...
+    def events_dropped(self) -> int: ...
+    def guard(
+        self,
+        dependency: str,
+        tenant_arg: str | None = "tenant",
+        fallback: Callable[..., Any] | None = None,
+        cache_key: Callable[..., Any] | None = None,
+    ) -> Callable[[_F], _F]: ...

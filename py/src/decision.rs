@@ -1,0 +1,318 @@
+//! `breakerbank.Decision`: the result of `dep.admit(...)`.
+//!
+//! An admitted decision holds the core's `RawPermit` and a clone of the
+//! `Dependency`; its one outcome is recorded with `Dependency::record_raw`.
+//! A decision dropped without an outcome records `cancelled` (C13), so no
+//! probe slot can leak.
+
+use crate::errors::{secs, Error};
+use crate::fallback::{serve, Cached, PyFallback};
+use crate::outcome;
+use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple, PyType};
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Debug)]
+enum Slot {
+    /// Admitted, no outcome yet.
+    Pending(RawPermit),
+    /// Admitted, outcome recorded.
+    Recorded(&'static str),
+    /// Not admitted: nothing to record.
+    Rejected,
+}
+
+/// The answer to one admission: admitted (with a permit to record exactly
+/// one outcome on) or not (with the reason and the declared fallback).
+///
+/// Usable as a context manager: entering raises `DependencyUnavailable`
+/// (or `DeadlineExpired`) if not admitted; leaving records success, or the
+/// outcome of the exception by breakerbank's exception rule.
+#[pyclass(frozen, module = "breakerbank", name = "Decision")]
+#[derive(Debug)]
+pub struct PyDecision {
+    dep: Dependency,
+    tenant: Option<String>,
+    deadline: Option<Instant>,
+    probe: bool,
+    reason: Option<RejectReason>,
+    retry_after: Option<Duration>,
+    slot: Mutex<Slot>,
+}
+
+pub fn reason_str(r: RejectReason) -> &'static str {
+    r.as_str()
+}
+
+impl PyDecision {
+    /// Runs one admission through the core.
+    pub fn admit(
+        dep: &Dependency,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Result<Self, Error> {
+        let decision = dep
+            .admit(tenant, deadline)
+            .map_err(|e| Error::admit(dep.name(), e))?;
+        let (probe, reason, retry_after, slot) = match decision {
+            breakerbank::Decision::Admitted(permit) => {
+                let raw = permit.into_raw();
+                (raw.probe, None, None, Slot::Pending(raw))
+            }
+            breakerbank::Decision::Rejected(r) => {
+                (false, Some(r.reason), r.retry_after, Slot::Rejected)
+            }
+        };
+        Ok(Self {
+            dep: dep.clone(),
+            tenant: tenant.map(str::to_owned),
+            deadline,
+            probe,
+            reason,
+            retry_after,
+            slot: Mutex::new(slot),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        // A poisoned lock only means a panic elsewhere while holding it; the
+        // slot itself is always a valid value.
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records `outcome` once and returns the outcome as the core counted it
+    /// (a success at least `slow_call` long is a failure); a second time
+    /// raises and changes nothing.
+    fn record(&self, outcome: Outcome) -> Result<&'static str, Error> {
+        let mut slot = self.lock();
+        match *slot {
+            Slot::Pending(raw) => {
+                // `record_raw` is lock-free and calls no Python: fine under our lock.
+                let counted = outcome::name(self.dep.record_raw(raw, outcome));
+                *slot = Slot::Recorded(counted);
+                Ok(counted)
+            }
+            Slot::Recorded(prev) => Err(Error::AlreadyRecorded {
+                dependency: self.dep.name().to_owned(),
+                outcome: prev,
+            }),
+            Slot::Rejected => Err(Error::NotAdmitted {
+                dependency: self.dep.name().to_owned(),
+                reason: self.reason.map_or("not admitted", reason_str),
+            }),
+        }
+    }
+
+    /// Records the outcome of a call that returned (`None`) or raised `exc`.
+    fn finish_with(
+        &self,
+        py: Python<'_>,
+        exc: Option<&Bound<'_, PyAny>>,
+    ) -> Result<&'static str, Error> {
+        let outcome = match exc {
+            None => Outcome::Success,
+            Some(e) => outcome::of_exception(py, &self.dep, e, self.deadline),
+        };
+        self.record(outcome)
+    }
+
+    fn rejection(&self) -> Option<Rejection<'_>> {
+        self.reason.map(|reason| Rejection {
+            reason,
+            fallback: self.dep.fallback(),
+            retry_after: self.retry_after,
+        })
+    }
+}
+
+impl Drop for PyDecision {
+    fn drop(&mut self) {
+        // C13: a permit discarded without an outcome is cancelled.
+        let slot = self.slot.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Slot::Pending(raw) = *slot {
+            *slot = Slot::Recorded("cancelled");
+            self.dep.record_raw(raw, Outcome::Cancelled);
+        }
+    }
+}
+
+#[pymethods]
+impl PyDecision {
+    /// True when the call may go ahead.
+    #[getter]
+    fn admitted(&self) -> bool {
+        self.reason.is_none()
+    }
+
+    /// True when the call is a half-open probe (C7).
+    #[getter]
+    fn probe(&self) -> bool {
+        self.probe
+    }
+
+    /// None when admitted; else "open", "probe_budget", "forced_open" or
+    /// "deadline_expired".
+    #[getter]
+    fn reason(&self) -> Option<&'static str> {
+        self.reason.map(reason_str)
+    }
+
+    /// None when admitted or the deadline expired; else the declared fallback.
+    #[getter]
+    fn fallback(&self) -> Option<PyFallback> {
+        match self.reason {
+            None | Some(RejectReason::DeadlineExpired) => None,
+            Some(_) => Some(PyFallback::from_core(self.dep.fallback())),
+        }
+    }
+
+    /// Seconds until the breaker next admits a probe (reason "open"), else None.
+    #[getter]
+    fn retry_after(&self) -> Option<f64> {
+        self.retry_after.map(secs)
+    }
+
+    /// The outcome recorded so far ("success", "failure", "cancelled"), or None.
+    #[getter]
+    fn outcome(&self) -> Option<&'static str> {
+        match *self.lock() {
+            Slot::Recorded(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Records a success. A second outcome raises OutcomeAlreadyRecorded.
+    fn success(&self) -> Result<(), Error> {
+        self.record(Outcome::Success).map(drop)
+    }
+
+    /// Records a failure. A second outcome raises OutcomeAlreadyRecorded.
+    fn failure(&self) -> Result<(), Error> {
+        self.record(Outcome::Failure).map(drop)
+    }
+
+    /// Records a cancellation: neither failure nor success, the probe slot
+    /// returns (C10). A second outcome raises OutcomeAlreadyRecorded.
+    fn cancelled(&self) -> Result<(), Error> {
+        self.record(Outcome::Cancelled).map(drop)
+    }
+
+    /// Records the outcome of a call that returned (`exc=None`: success, or
+    /// failure if it took at least `slow_call`) or raised `exc` (by the
+    /// exception rule); returns the outcome recorded.
+    #[pyo3(signature = (exc=None))]
+    fn finish(
+        &self,
+        py: Python<'_>,
+        exc: Option<&Bound<'_, PyAny>>,
+    ) -> Result<&'static str, Error> {
+        self.finish_with(py, exc)
+    }
+
+    /// Records the outcome of a call that returned `value` and, on success
+    /// with a `stale` fallback, keeps `value` for (partition, `cache_key`).
+    /// Internal: the asyncio helpers' twin of what `dep.call` does.
+    #[pyo3(signature = (value, cache_key=None))]
+    fn _returned(
+        &self,
+        py: Python<'_>,
+        value: Py<PyAny>,
+        cache_key: Option<&str>,
+    ) -> Result<&'static str, Error> {
+        let outcome = self.finish_with(py, None)?;
+        if outcome == "success" && self.dep.fallback().kind() == FallbackKind::Stale {
+            self.dep.cache_put(
+                self.tenant.as_deref(),
+                cache_key.unwrap_or(""),
+                Cached(value),
+            );
+        }
+        Ok(outcome)
+    }
+
+    /// For a decision that was not admitted: serves the declared fallback as
+    /// `dep.call` would (and counts it), or raises DependencyUnavailable /
+    /// DeadlineExpired. `fallback(*args, **kwargs)` is the degraded behaviour.
+    #[pyo3(signature = (fallback=None, args=None, kwargs=None, cache_key=None))]
+    fn serve_fallback<'py>(
+        &self,
+        py: Python<'py>,
+        fallback: Option<&Bound<'py, PyAny>>,
+        args: Option<&Bound<'py, PyTuple>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        cache_key: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let Some(rejection) = self.rejection() else {
+            return Err(Error::Value(format!(
+                "this decision for `{}` was admitted: there is no fallback to serve",
+                self.dep.name()
+            ))
+            .into());
+        };
+        let empty = PyTuple::empty(py);
+        serve(
+            py,
+            &self.dep,
+            self.tenant.as_deref(),
+            &rejection,
+            fallback,
+            args.unwrap_or(&empty),
+            kwargs,
+            cache_key,
+        )
+    }
+
+    fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
+        let this = slf.get();
+        match this.reason {
+            None => Ok(slf.clone()),
+            Some(RejectReason::DeadlineExpired) => Err(Error::DeadlineExpired {
+                dependency: this.dep.name().to_owned(),
+                partition: this.dep.partition_of(this.tenant.as_deref()),
+            }
+            .into()),
+            Some(_) => match this.rejection() {
+                // Raised, not served: `unavailable` counts no fallback (C14).
+                Some(r) => {
+                    Err(Error::Unavailable(this.dep.unavailable(this.tenant.as_deref(), &r)).into())
+                }
+                None => Ok(slf.clone()),
+            },
+        }
+    }
+
+    #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyType>>,
+        exc: Option<&Bound<'_, PyAny>>,
+        traceback: Option<&Bound<'_, PyAny>>,
+    ) -> Result<bool, Error> {
+        let _ = (exc_type, traceback);
+        // An outcome recorded by hand inside the block stands.
+        if matches!(*self.lock(), Slot::Pending(_)) {
+            self.finish_with(py, exc)?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        match self.reason {
+            None => format!(
+                "Decision(dependency={:?}, admitted=True, probe={})",
+                self.dep.name(),
+                if self.probe { "True" } else { "False" }
+            ),
+            Some(r) => format!(
+                "Decision(dependency={:?}, admitted=False, reason={:?}, retry_after={})",
+                self.dep.name(),
+                reason_str(r),
+                self.retry_after
+                    .map_or("None".to_owned(), |d| format!("{}", d.as_secs_f64()))
+            ),
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! `breakerbank.Dependency`: one dependency of a bank, resolved once.
+
+use crate::decision::PyDecision;
+use crate::errors::Error;
+use crate::fallback::{serve, Cached, PyFallback};
+use crate::outcome;
+use crate::time::{instant_secs, opt_deadline};
+use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+/// A dependency of a bank (`bank["payments_client"]`): admission, calls,
+/// state and operator control for its breakers.
+///
+/// Cheap to keep and share between threads; it stays valid as long as
+/// anything refers to it.
+#[pyclass(frozen, module = "breakerbank", name = "Dependency")]
+#[derive(Debug)]
+pub struct PyDependency {
+    pub(crate) dep: Dependency,
+}
+
+/// The keyword options of `call` / `acall`, taken out of `**kwargs`.
+#[derive(Default)]
+struct CallOptions<'py> {
+    tenant: Option<Bound<'py, PyString>>,
+    deadline: Option<f64>,
+    fallback: Option<Bound<'py, PyAny>>,
+    cache_key: Option<Bound<'py, PyString>>,
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+fn opt_str<'py>(v: Bound<'py, PyAny>, what: &str) -> Result<Option<Bound<'py, PyString>>, Error> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    match v.cast_into::<PyString>() {
+        Ok(s) => Ok(Some(s)),
+        Err(e) => Err(Error::Type(format!(
+            "{what} must be a str or None, got {}",
+            type_name(&e.into_inner())
+        ))),
+    }
+}
+
+fn opt_callable<'py>(v: Bound<'py, PyAny>, what: &str) -> Result<Option<Bound<'py, PyAny>>, Error> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    if !v.is_callable() {
+        return Err(Error::Type(format!(
+            "{what} must be callable or None, got {}",
+            type_name(&v)
+        )));
+    }
+    Ok(Some(v))
+}
+
+fn opt_seconds(v: Bound<'_, PyAny>, what: &str) -> Result<Option<f64>, Error> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    v.extract::<f64>().map(Some).map_err(|_| {
+        Error::Type(format!(
+            "{what} must be seconds on the bank's clock (a float) or None, got {}",
+            type_name(&v)
+        ))
+    })
+}
+
+/// Splits `call(fn, *args, tenant=…, deadline=…, fallback=…, cache_key=…,
+/// **kwargs)` received as `(*args, **kwargs)`.
+#[allow(clippy::type_complexity)]
+fn split<'py>(
+    py: Python<'py>,
+    method: &str,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(
+    Bound<'py, PyAny>,
+    Bound<'py, PyTuple>,
+    Option<Bound<'py, PyDict>>,
+    CallOptions<'py>,
+)> {
+    let n = args.len();
+    let f = args.get_item(0).map_err(|_| {
+        Error::Type(format!(
+            "Dependency.{method}() needs the callable as its first argument"
+        ))
+    })?;
+    let rest = if n == 1 {
+        PyTuple::empty(py)
+    } else {
+        args.get_slice(1, n)
+    };
+    let mut opts = CallOptions::default();
+    let Some(kwargs) = kwargs else {
+        return Ok((f, rest, None, opts));
+    };
+    // Interned names: their hashes are cached, so each lookup is cheap.
+    let names = [
+        intern!(py, "tenant"),
+        intern!(py, "deadline"),
+        intern!(py, "fallback"),
+        intern!(py, "cache_key"),
+    ];
+    let mut found: [Option<Bound<'py, PyAny>>; 4] = [None, None, None, None];
+    let mut n_found = 0;
+    for (slot, name) in found.iter_mut().zip(names) {
+        *slot = kwargs.get_item(name)?;
+        n_found += usize::from(slot.is_some());
+    }
+    if n_found == 0 {
+        let kw = if kwargs.is_empty() {
+            None
+        } else {
+            Some(kwargs.clone())
+        };
+        return Ok((f, rest, kw, opts));
+    }
+    let [tenant, deadline, fallback, cache_key] = found;
+    if let Some(v) = tenant {
+        opts.tenant = opt_str(v, "tenant")?;
+    }
+    if let Some(v) = deadline {
+        opts.deadline = opt_seconds(v, "deadline")?;
+    }
+    if let Some(v) = fallback {
+        opts.fallback = opt_callable(v, "fallback")?;
+    }
+    if let Some(v) = cache_key {
+        opts.cache_key = opt_str(v, "cache_key")?;
+    }
+    // The rest goes to the callable; never mutate the caller's dict.
+    let kw = if kwargs.len() == n_found {
+        None
+    } else {
+        let kw = kwargs.copy()?;
+        for name in names {
+            if kw.contains(name)? {
+                kw.del_item(name)?;
+            }
+        }
+        Some(kw)
+    };
+    Ok((f, rest, kw, opts))
+}
+
+static ACALL_WITH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl PyDependency {
+    /// Wraps a resolved core dependency.
+    pub fn new(dep: Dependency) -> Self {
+        Self { dep }
+    }
+
+    /// The body of `call` / `call_with`: admit, run, record, or fall back.
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        f: &Bound<'py, PyAny>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        tenant: Option<&str>,
+        deadline: Option<f64>,
+        fallback: Option<&Bound<'py, PyAny>>,
+        cache_key: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let deadline: Option<Instant> = opt_deadline(deadline)?;
+        let decision = self
+            .dep
+            .admit(tenant, deadline)
+            .map_err(|e| Error::admit(self.dep.name(), e))?;
+        match decision {
+            Decision::Admitted(permit) => {
+                let result = if args.is_empty() && kwargs.is_none() {
+                    f.call0()
+                } else {
+                    f.call(args, kwargs)
+                };
+                let raw = permit.into_raw();
+                match result {
+                    Ok(value) => {
+                        let counted = self.dep.record_raw(raw, Outcome::Success);
+                        if counted == Outcome::Success
+                            && self.dep.fallback().kind() == FallbackKind::Stale
+                        {
+                            self.dep.cache_put(
+                                tenant,
+                                cache_key.unwrap_or(""),
+                                Cached(value.clone().unbind()),
+                            );
+                        }
+                        Ok(value)
+                    }
+                    Err(err) => {
+                        let outcome =
+                            outcome::of_exception(py, &self.dep, err.value(py).as_any(), deadline);
+                        self.dep.record_raw(raw, outcome);
+                        Err(err)
+                    }
+                }
+            }
+            Decision::Rejected(rejection) => serve(
+                py, &self.dep, tenant, &rejection, fallback, args, kwargs, cache_key,
+            ),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn delegate_acall<'py>(
+        slf: &Bound<'py, Self>,
+        f: Bound<'py, PyAny>,
+        args: Bound<'py, PyTuple>,
+        kwargs: Option<Bound<'py, PyDict>>,
+        tenant: Option<Bound<'py, PyAny>>,
+        deadline: Option<f64>,
+        fallback: Option<Bound<'py, PyAny>>,
+        cache_key: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let acall_with = ACALL_WITH.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py
+                .import("breakerbank._aio")?
+                .getattr("acall_with")?
+                .unbind())
+        })?;
+        acall_with
+            .bind(py)
+            .call1((slf, f, args, kwargs, tenant, deadline, fallback, cache_key))
+    }
+}
+
+#[pymethods]
+impl PyDependency {
+    /// The dependency's name, as in the profile.
+    #[getter]
+    fn name(&self) -> &str {
+        self.dep.name()
+    }
+
+    /// "tenant" (one breaker per tenant) or "global" (one breaker).
+    #[getter]
+    fn isolation(&self) -> &'static str {
+        if self.dep.is_tenant_scoped() {
+            "tenant"
+        } else {
+            "global"
+        }
+    }
+
+    /// The declared fallback.
+    #[getter]
+    fn fallback(&self) -> PyFallback {
+        PyFallback::from_core(self.dep.fallback())
+    }
+
+    /// Now, in seconds on the bank's clock (for deadlines).
+    fn now(&self) -> f64 {
+        instant_secs(self.dep.now())
+    }
+
+    /// Asks to make one call. `deadline` is in seconds on the bank's clock.
+    #[pyo3(signature = (tenant=None, deadline=None))]
+    fn admit(&self, tenant: Option<&str>, deadline: Option<f64>) -> Result<PyDecision, Error> {
+        PyDecision::admit(&self.dep, tenant, opt_deadline(deadline)?)
+    }
+
+    /// Calls `fn(*args, **kwargs)` through the breaker: admitted → the call
+    /// runs and its outcome is recorded (its exception propagates); not
+    /// admitted → the declared fallback (stale value, `fallback(*args,
+    /// **kwargs)`, or DependencyUnavailable); expired deadline →
+    /// DeadlineExpired.
+    #[pyo3(
+        signature = (*args, **kwargs),
+        text_signature = "($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, **kwargs)"
+    )]
+    fn call<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // No `py` argument: with exactly `(*args, **kwargs)` pyo3 hands the
+        // tuple and dict over as they are, without copying them.
+        let py = args.py();
+        let (f, rest, kw, o) = split(py, "call", args, kwargs)?;
+        let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
+        let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
+        self.run(
+            py,
+            &f,
+            &rest,
+            kw.as_ref(),
+            tenant,
+            o.deadline,
+            o.fallback.as_ref(),
+            cache_key,
+        )
+    }
+
+    /// `call` with the callable's arguments passed explicitly, so they never
+    /// clash with `call`'s own keywords.
+    #[pyo3(signature = (fn_, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn call_with<'py>(
+        &self,
+        py: Python<'py>,
+        fn_: &Bound<'py, PyAny>,
+        args: Option<&Bound<'py, PyTuple>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        tenant: Option<&str>,
+        deadline: Option<f64>,
+        fallback: Option<&Bound<'py, PyAny>>,
+        cache_key: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let empty = PyTuple::empty(py);
+        let kwargs = kwargs.filter(|k| !k.is_empty());
+        self.run(
+            py,
+            fn_,
+            args.unwrap_or(&empty),
+            kwargs,
+            tenant,
+            deadline,
+            fallback,
+            cache_key,
+        )
+    }
+
+    /// The async twin of `call`: returns a coroutine that awaits
+    /// `coro_fn(*args, **kwargs)` through the breaker.
+    #[pyo3(
+        signature = (*args, **kwargs),
+        text_signature = "($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, **kwargs)"
+    )]
+    fn acall<'py>(
+        slf: &Bound<'py, Self>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (f, rest, kw, o) = split(slf.py(), "acall", args, kwargs)?;
+        Self::delegate_acall(
+            slf,
+            f,
+            rest,
+            kw,
+            o.tenant.map(Bound::into_any),
+            o.deadline,
+            o.fallback,
+            o.cache_key.map(Bound::into_any),
+        )
+    }
+
+    /// The async twin of `call_with`.
+    #[pyo3(signature = (coro_fn, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn acall_with<'py>(
+        slf: &Bound<'py, Self>,
+        coro_fn: Bound<'py, PyAny>,
+        args: Option<Bound<'py, PyTuple>>,
+        kwargs: Option<Bound<'py, PyDict>>,
+        tenant: Option<Bound<'py, PyString>>,
+        deadline: Option<f64>,
+        fallback: Option<Bound<'py, PyAny>>,
+        cache_key: Option<Bound<'py, PyString>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = args.unwrap_or_else(|| PyTuple::empty(slf.py()));
+        Self::delegate_acall(
+            slf,
+            coro_fn,
+            args,
+            kwargs,
+            tenant.map(Bound::into_any),
+            deadline,
+            fallback,
+            cache_key.map(Bound::into_any),
+        )
+    }
+
+    /// Stores `value` as the last good value for (partition of `tenant`,
+    /// `key`), served by a `stale` fallback no older than `max_staleness`.
+    #[pyo3(signature = (key, value, *, tenant=None))]
+    fn cache_put(&self, key: &str, value: Py<PyAny>, tenant: Option<&str>) {
+        self.dep.cache_put(tenant, key, Cached(value));
+    }
+
+    /// "closed", "open", "half_open" or "forced_open". Asking never creates
+    /// a partition; an unseen tenant reads as "closed".
+    #[pyo3(signature = (tenant=None))]
+    fn state(&self, tenant: Option<&str>) -> Result<&'static str, Error> {
+        self.dep
+            .state(tenant)
+            .map(|s| s.as_str())
+            .map_err(|e| Error::admit(self.dep.name(), e))
+    }
+
+    /// Forces the breaker closed (C11). `tenant=None` on a tenant-scoped
+    /// dependency resets every partition.
+    #[pyo3(signature = (tenant=None))]
+    fn reset(&self, tenant: Option<&str>) {
+        self.dep.reset(tenant);
+    }
+
+    /// Isolates the breaker until `reset` (C11). `tenant=None` on a
+    /// tenant-scoped dependency isolates every partition, including tenants
+    /// first seen afterwards.
+    #[pyo3(signature = (tenant=None))]
+    fn force_open(&self, tenant: Option<&str>) {
+        self.dep.force_open(tenant);
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Dependency(name={:?}, isolation={:?}, fallback={})",
+            self.dep.name(),
+            self.isolation(),
+            self.fallback().repr()
+        )
+    }
+}

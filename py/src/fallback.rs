@@ -1,0 +1,144 @@
+//! Serving a call that was not admitted: every choice (stale value, degraded
+//! behaviour, error) and every count is the core's
+//! `Dependency::serve_fallback`; this module only hands it Python values.
+
+use crate::errors::Error;
+use breakerbank::{Dependency, RejectReason, Rejection};
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+/// A Python object kept in the core's stale cache.
+///
+/// The cache clones what it serves; cloning a Python reference needs the
+/// interpreter, which the serving thread is attached to.
+pub struct Cached(pub Py<PyAny>);
+
+impl Clone for Cached {
+    fn clone(&self) -> Self {
+        Python::attach(|py| Cached(self.0.clone_ref(py)))
+    }
+}
+
+/// `breakerbank.Fallback`: the fallback a dependency declares.
+#[pyclass(frozen, eq, module = "breakerbank", name = "Fallback")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PyFallback {
+    kind: &'static str,
+    code: Option<String>,
+}
+
+impl PyFallback {
+    /// `Fallback(kind='error', code='X')`.
+    pub fn repr(&self) -> String {
+        match &self.code {
+            Some(c) => format!("Fallback(kind={:?}, code={c:?})", self.kind),
+            None => format!("Fallback(kind={:?}, code=None)", self.kind),
+        }
+    }
+
+    /// From the core's declaration.
+    pub fn from_core(f: &breakerbank::Fallback) -> Self {
+        Self {
+            kind: f.kind().as_str(),
+            code: f.code().map(str::to_owned),
+        }
+    }
+}
+
+#[pymethods]
+impl PyFallback {
+    #[new]
+    #[pyo3(signature = (kind, code=None))]
+    fn new(kind: &str, code: Option<String>) -> Result<Self, Error> {
+        let kind = match kind {
+            "stale" => "stale",
+            "degraded" => "degraded",
+            "error" => "error",
+            other => {
+                return Err(Error::Value(format!(
+                    "Fallback kind must be \"stale\", \"degraded\" or \"error\", got {other:?}"
+                )))
+            }
+        };
+        Ok(Self { kind, code })
+    }
+
+    /// `"stale"`, `"degraded"` or `"error"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The error code for `error`, else None.
+    #[getter]
+    fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    fn __repr__(&self) -> String {
+        self.repr()
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (self.kind, &self.code).hash(&mut h);
+        h.finish()
+    }
+}
+
+/// Serves the declared fallback for a rejected call, or raises.
+///
+/// `deadline_expired` raises `DeadlineExpired` (C10: no fallback hides it).
+/// For `degraded`, `fallback(*args, **kwargs)` is the degraded behaviour; an
+/// `Exception` it raises becomes the `__cause__` of `DependencyUnavailable`
+/// (C4), while a `BaseException` that is not an `Exception` (cancellation,
+/// interrupt) propagates as is.
+#[allow(clippy::too_many_arguments)]
+pub fn serve<'py>(
+    py: Python<'py>,
+    dep: &Dependency,
+    tenant: Option<&str>,
+    rejection: &Rejection<'_>,
+    fallback: Option<&Bound<'py, PyAny>>,
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+    cache_key: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if rejection.reason == RejectReason::DeadlineExpired {
+        return Err(Error::DeadlineExpired {
+            dependency: dep.name().to_owned(),
+            partition: dep.partition_of(tenant),
+        }
+        .into());
+    }
+    let mut raised: Option<PyErr> = None;
+    let degraded = fallback.map(|f| {
+        let raised = &mut raised;
+        move || -> Option<Cached> {
+            match f.call(args, kwargs) {
+                Ok(v) => Some(Cached(v.unbind())),
+                Err(e) => {
+                    *raised = Some(e);
+                    None
+                }
+            }
+        }
+    });
+    // `cache_key=None` is a key of its own (""), as when the value was stored.
+    let key = Some(cache_key.unwrap_or(""));
+    match dep.serve_fallback(tenant, rejection, key, degraded) {
+        Ok(v) => Ok(v.0.into_bound(py)),
+        Err(unavailable) => {
+            let err = PyErr::from(Error::Unavailable(unavailable));
+            if let Some(cause) = raised {
+                if !cause.is_instance_of::<PyException>(py) {
+                    return Err(cause);
+                }
+                err.set_cause(py, Some(cause));
+            }
+            Err(err)
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Python bindings for breakerbank (`breakerbank._native`).
+//!
+//! A thin translation layer over the Rust core: every breaker decision,
+//! every clock reading and every fallback choice is the core's. This crate
+//! converts arguments, maps errors to the exception hierarchy of API.md
+//! (one `From<Error> for PyErr`), and hands Python objects to the core's
+//! stale cache. Pure-Python conveniences (the `guard` decorator, asyncio,
+//! the harness) live in `python/breakerbank/`.
+//!
+//! The crate is never modelled by loom, so it uses `std::sync` directly.
+#![allow(clippy::disallowed_types)]
+
+mod bank;
+mod clock;
+mod decision;
+mod dependency;
+mod errors;
+mod fallback;
+mod outcome;
+mod time;
+
+use pyo3::prelude::*;
+
+/// The native half of the `breakerbank` package; import `breakerbank`.
+#[pymodule(name = "_native", gil_used = false)]
+mod native {
+    use super::*;
+
+    #[pymodule_export]
+    use crate::bank::PyBank;
+    #[pymodule_export]
+    use crate::clock::PyManualClock;
+    #[pymodule_export]
+    use crate::decision::PyDecision;
+    #[pymodule_export]
+    use crate::dependency::PyDependency;
+    #[pymodule_export]
+    use crate::fallback::PyFallback;
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        let py = m.py();
+        m.add("BreakerError", py.get_type::<errors::BreakerError>())?;
+        m.add("ConfigError", errors::config_error(py)?)?;
+        m.add("UnknownDependency", errors::unknown_dependency(py)?)?;
+        m.add("TenantRequired", errors::tenant_required(py)?)?;
+        m.add("DependencyUnavailable", errors::dependency_unavailable(py)?)?;
+        m.add("DeadlineExpired", errors::deadline_expired(py)?)?;
+        m.add(
+            "OutcomeAlreadyRecorded",
+            errors::outcome_already_recorded(py)?,
+        )?;
+        Ok(())
+    }
+}
