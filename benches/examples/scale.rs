@@ -1,0 +1,226 @@
+//! Scale: tenant-scoped admit + record at 1, 1k, 100k and 1M tenants;
+//! memory per partition with a counting global allocator; memory after a
+//! flood of 1M distinct tenants into `max_tenants: 10000` (issue 7, item 3).
+//!
+//! Cost: every tenant is inserted first (one admit + record each, with
+//! `max_tenants` equal to the tenant count, so nothing is evicted); then
+//! each pass makes 1M admit + record-success calls, visiting the
+//! tenants in a scattered but fixed order (index += a large prime, mod N)
+//! so neither the hash shards nor the partition arena are walked in
+//! memory order. Tenant ids are 9 bytes (`t` + 8 hex digits), written into
+//! a stack buffer per call; the `id_floor` line is that loop alone.
+//! The median pass is reported.
+//!
+//! Memory: live heap bytes (allocated minus freed) counted by the global
+//! allocator below, after crossbeam-epoch garbage is flushed, divided by
+//! the tenant count; `peak` is the high-water mark during insertion.
+//!
+//! ```text
+//! cargo run --release -p breakerbank-benches --example scale -- [--passes 3] [--max 1000000]
+//! ```
+
+// The allocator's counters are std atomics: this binary is not loom-checked.
+#![allow(clippy::disallowed_types)]
+
+use breakerbank::{Decision, Dependency, Outcome};
+use breakerbank_benches::{bank, tenant_id, tenant_yaml};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Counts live heap bytes and their high-water mark.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; the counters only observe sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded; the caller upholds `GlobalAlloc::alloc`'s contract.
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            // Relaxed: statistics only.
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        // SAFETY: as in `alloc`.
+        let p = unsafe { System.alloc_zeroed(l) };
+        if !p.is_null() {
+            // Relaxed: statistics only.
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: as in `alloc`.
+        unsafe { System.dealloc(p, l) };
+        // Relaxed: statistics only.
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: as in `alloc`.
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            // Relaxed: statistics only.
+            LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+            let now = LIVE.fetch_add(new, Ordering::Relaxed) + new;
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Runs deferred epoch destruction (old shards) until the live heap stops
+/// shrinking, so `live()` counts what the table keeps, not garbage awaiting
+/// reclamation, and the timed passes do not pay for reclaiming it.
+fn flush_epoch() {
+    let mut last = usize::MAX;
+    while live() < last {
+        last = live();
+        for _ in 0..1024 {
+            crossbeam_epoch::pin().flush();
+        }
+    }
+}
+
+fn call(dep: &Dependency, tenant: &str) {
+    match dep.admit(Some(tenant), None) {
+        Ok(Decision::Admitted(p)) => p.record(Outcome::Success),
+        other => panic!("tenant {tenant}: {other:?}"),
+    }
+}
+
+/// Calls per timed pass (at 1M tenants: every tenant once).
+const CALLS_PER_PASS: u64 = 1_000_000;
+
+/// A stride coprime with every N used here (all are 2^a·5^b).
+const STRIDE: u64 = 1_000_003;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// ns per call of `f(index)` over `calls` scattered indexes in 0..n, median of `passes`.
+fn time_passes(n: u32, passes: usize, mut f: impl FnMut(u32)) -> f64 {
+    let calls = CALLS_PER_PASS;
+    let stride = STRIDE % u64::from(n);
+    let mut samples = Vec::with_capacity(passes);
+    for _ in 0..passes {
+        let mut idx = 0u64;
+        let t0 = Instant::now();
+        for _ in 0..calls {
+            f(idx as u32);
+            idx += stride;
+            if idx >= u64::from(n) {
+                idx -= u64::from(n);
+            }
+        }
+        samples.push(t0.elapsed().as_nanos() as f64 / calls as f64);
+    }
+    median(&mut samples)
+}
+
+fn main() {
+    let mut passes = 3;
+    let mut max = 1_000_000u32;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let val = it.next().unwrap_or_default();
+        match flag.as_str() {
+            "--passes" => passes = val.parse().unwrap_or(passes),
+            "--max" => max = val.parse().unwrap_or(max),
+            _ => {}
+        }
+    }
+    println!(
+        "partition struct: {} bytes (breakerbank::partition::PARTITION_BYTES)",
+        breakerbank::partition::PARTITION_BYTES
+    );
+    let mut buf = [0u8; 9];
+    let floor = time_passes(1_000_000, passes, |i| {
+        black_box(tenant_id(i, &mut buf));
+    });
+    println!("id_floor: {floor:.1} ns per id (the loop and the id alone)");
+    println!(
+        "{:>9}  {:>10}  {:>12}  {:>12}  {:>14}  {:>10}",
+        "tenants", "ns/call", "insert ns", "bytes/tenant", "w/ table/tenant", "peak MB"
+    );
+    for n in [1u32, 1_000, 100_000, 1_000_000] {
+        if n > max {
+            break;
+        }
+        flush_epoch();
+        let before_bank = live();
+        let (_bank, dep) = bank(&tenant_yaml(n));
+        let before = live();
+        PEAK.store(before, Ordering::Relaxed);
+        let t0 = Instant::now();
+        for i in 0..n {
+            call(&dep, tenant_id(i, &mut buf));
+        }
+        let insert_ns = t0.elapsed().as_nanos() as f64 / f64::from(n);
+        let peak = PEAK.load(Ordering::Relaxed);
+        flush_epoch();
+        let after = live();
+        let per = (after - before) as f64 / f64::from(n);
+        let per_with_table = (after - before_bank) as f64 / f64::from(n);
+        let ns = time_passes(n, passes, |i| call(&dep, tenant_id(i, &mut buf)));
+        println!(
+            "{:>9}  {:>10.1}  {:>12.0}  {:>12.0}  {:>14.0}  {:>10.1}",
+            n,
+            ns,
+            insert_ns,
+            per,
+            per_with_table,
+            (peak - before_bank) as f64 / 1e6
+        );
+    }
+
+    // Flood: 1M distinct tenants, one call each, into max_tenants 10000.
+    let flood = 1_000_000u32.min(max.max(20_000));
+    flush_epoch();
+    let before_bank = live();
+    let (bank_f, dep) = bank(&tenant_yaml(10_000));
+    PEAK.store(live(), Ordering::Relaxed);
+    let t0 = Instant::now();
+    for i in 0..flood {
+        call(&dep, tenant_id(i, &mut buf));
+    }
+    let flood_ns = t0.elapsed().as_nanos() as f64 / f64::from(flood);
+    let peak = PEAK.load(Ordering::Relaxed) - before_bank;
+    flush_epoch();
+    let after = live() - before_bank;
+    let snapshot = bank_f.metrics();
+    let parts = &snapshot.dependencies[0].partitions;
+    let overflow: f64 = parts
+        .iter()
+        .flat_map(|p| p.values())
+        .filter(|(k, _)| *k == "partition_overflow_total")
+        .map(|(_, v)| v)
+        .sum();
+    println!(
+        "flood: {flood} distinct tenants into max_tenants 10000: {:.2} MB live after \
+         ({:.0} bytes per table slot), peak {:.2} MB, {:.0} ns per call, \
+         {} live partitions, partition_overflow_total {overflow}",
+        after as f64 / 1e6,
+        after as f64 / 10_000.0,
+        peak as f64 / 1e6,
+        flood_ns,
+        parts.len()
+    );
+}

@@ -1,0 +1,44 @@
+# Benchmarks (issue 7). Included by the root Makefile.
+#
+#   make bench             all of it, < 10 minutes on the 2-core machine:
+#     bench-criterion      single thread, breakerbank vs recloser vs failsafe + the raw floor
+#     bench-contended      std threads on one shared breaker, total calls/s, medians of runs
+#     bench-scale          tenant-scoped cost at 1 … 1M tenants, memory per partition, flood
+#
+# Each step's output is kept in $(BENCH_OUT)/ for notes/bench-report.md.
+# Shorter or longer: make bench BENCH_CRITERION_ARGS="--measurement-time 5" BENCH_RUNS=11
+
+CARGO ?= cargo
+BENCH_OUT ?= target/bench-results
+BENCH_CRITERION_ARGS ?= --warm-up-time 1 --measurement-time 2 --noplot
+BENCH_RUNS ?= 7
+BENCH_MS ?= 300
+BENCH_PASSES ?= 3
+
+.PHONY: bench bench-build bench-criterion bench-contended bench-scale
+
+bench: bench-criterion bench-contended bench-scale
+
+bench-build:
+	$(CARGO) bench -p breakerbank-benches --no-run
+	$(CARGO) build --release -p breakerbank-benches --examples
+
+bench-criterion: bench-build
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) bench -p breakerbank-benches --bench breakerbank -- $(BENCH_CRITERION_ARGS) \
+	  > $(BENCH_OUT)/criterion.txt || { cat $(BENCH_OUT)/criterion.txt; exit 1; }
+	cat $(BENCH_OUT)/criterion.txt
+
+bench-contended: bench-build
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) run --release -p breakerbank-benches --example contended -- \
+	  --runs $(BENCH_RUNS) --ms $(BENCH_MS) > $(BENCH_OUT)/contended.txt \
+	  || { cat $(BENCH_OUT)/contended.txt; exit 1; }
+	cat $(BENCH_OUT)/contended.txt
+
+bench-scale: bench-build
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) run --release -p breakerbank-benches --example scale -- \
+	  --passes $(BENCH_PASSES) > $(BENCH_OUT)/scale.txt \
+	  || { cat $(BENCH_OUT)/scale.txt; exit 1; }
+	cat $(BENCH_OUT)/scale.txt
