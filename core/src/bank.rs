@@ -285,9 +285,10 @@ impl Dependency {
             backoff: config.backoff.map(|b| (b.multiplier, b.max)),
         };
         let parts = match config.isolation {
-            Isolation::Global => {
-                Parts::Global(CachePadded::new(Partition::new(Word::FRESH, window)))
-            }
+            Isolation::Global => Parts::Global(CachePadded::new(Partition::new(
+                Word::FRESH,
+                window.map(|w| (w, crate::partition::window_stripes())),
+            ))),
             Isolation::Tenant => Parts::Tenant(Table::new(config.max_tenants, window)),
         };
         let stale = matches!(config.fallback, Fallback::Stale { .. })
@@ -650,11 +651,8 @@ impl Dependency {
                         inner.clock.now()
                     }
                     .as_nanos();
-                    window.record(now, verdict == Verdict::Failure);
-                    // Evaluated on every call, as the contract states the
-                    // rule: a success can complete `min_calls`.
-                    let (calls, fails) = window.totals(now);
-                    trip = fails > 0 && calls >= min_calls && (fails as f64) >= rate * calls as f64;
+                    trip =
+                        window.record_and_judge(now, verdict == Verdict::Failure, rate, min_calls);
                 }
             }
         }

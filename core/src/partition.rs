@@ -29,7 +29,8 @@ use crate::metrics::Stats;
 use crate::state::cell::Cell;
 use crate::state::word::{Phase, Word};
 use crate::sync::{
-    epoch, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc,
+    epoch, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Mutex, Ordering,
+    StdArc,
 };
 use std::hash::BuildHasher;
 use std::time::Duration;
@@ -61,22 +62,40 @@ const B_CALLS_SHIFT: u32 = 20;
 const B_FIELD: u64 = (1 << 20) - 1;
 const B_EPOCH: u64 = (1 << 24) - 1;
 
+/// The rolling failure-rate window of one partition.
+///
+/// Each bucket is one word: (bucket epoch, calls, failures). A global
+/// partition keeps one copy of the buckets per stripe (a few, cache-padded)
+/// and each thread counts into its own stripe, so threads do not fight over
+/// one word on every call; the rate is judged over the sum of all stripes.
 #[derive(Debug)]
 pub(crate) struct Window {
-    buckets: [AtomicU64; BUCKETS],
+    stripes: Box<[CachePadded<[AtomicU64; BUCKETS]>]>,
     width_ns: u64,
+    /// The last judgement saw the rate at or above the threshold with too
+    /// few calls: only then can a success trip (by completing `min_calls`),
+    /// so only then do successes judge.
+    armed: AtomicBool,
 }
 
 /// Bucket width from which a coarse clock reading (a few ms behind) is
 /// precise enough to pick the bucket.
 pub(crate) const COARSE_BUCKET_NS: u64 = 10_000_000;
 
+/// Stripes for a global partition's window: one per core, at most 8.
+pub(crate) fn window_stripes() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 impl Window {
-    pub(crate) fn new(window: Duration) -> Self {
+    pub(crate) fn new(window: Duration, stripes: usize) -> Self {
         let width = u64::try_from(window.as_nanos() / BUCKETS as u128).unwrap_or(u64::MAX);
         Self {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            stripes: (0..stripes.max(1))
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
             width_ns: width.max(1),
+            armed: AtomicBool::new(false),
         }
     }
 
@@ -84,10 +103,23 @@ impl Window {
         (now_ns / self.width_ns) & B_EPOCH
     }
 
+    /// This thread's stripe: picked from the address of a thread-local, so
+    /// no shared counter hands them out.
+    #[inline]
+    fn stripe(&self) -> &[AtomicU64; BUCKETS] {
+        let n = self.stripes.len();
+        if n == 1 {
+            return &self.stripes[0];
+        }
+        thread_local!(static MARK: u8 = const { 0 });
+        let addr = MARK.with(|m| m as *const u8 as usize);
+        &self.stripes[(addr >> 6).wrapping_mul(0x9E37_79B9) % n]
+    }
+
     /// Counts one call.
     pub(crate) fn record(&self, now_ns: u64, failed: bool) {
         let e = self.epoch(now_ns);
-        let b = &self.buckets[(e as usize) % BUCKETS];
+        let b = &self.stripe()[(e as usize) % BUCKETS];
         // Relaxed: the counts are statistics; the trip itself is decided by
         // the word's CAS.
         let mut cur = b.load(Ordering::Relaxed);
@@ -120,7 +152,7 @@ impl Window {
         let e = self.epoch(now_ns);
         let mut calls = 0;
         let mut fails = 0;
-        for b in &self.buckets {
+        for b in self.stripes.iter().flat_map(|s| s.iter()) {
             // Relaxed: see `record`.
             let v = b.load(Ordering::Relaxed);
             let age = e.wrapping_sub(v >> B_EPOCH_SHIFT) & B_EPOCH;
@@ -132,17 +164,48 @@ impl Window {
         (calls, fails)
     }
 
-    /// Forgets every call (on a trip, so a closed breaker starts afresh).
+    /// Counts a call and judges the rule of C5: trip when failures / calls
+    /// ≥ `rate` with at least `min_calls` calls in the window.
+    ///
+    /// A success lowers the rate, so it can only trip by completing
+    /// `min_calls` while the rate is already high: successes judge only
+    /// when the last judgement left the window armed. (A window sliding
+    /// past old successes can raise the rate without a failure; the next
+    /// failure judges that.)
+    pub(crate) fn record_and_judge(
+        &self,
+        now_ns: u64,
+        failed: bool,
+        rate: f64,
+        min_calls: u64,
+    ) -> bool {
+        self.record(now_ns, failed);
+        // Relaxed: a hint; a missed arming delays a trip to the next failure.
+        if !failed && !self.armed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let (calls, fails) = self.totals(now_ns);
+        let high = fails > 0 && (fails as f64) >= rate * calls as f64;
+        let trip = high && calls >= min_calls;
+        let armed = high && !trip;
+        if self.armed.load(Ordering::Relaxed) != armed {
+            self.armed.store(armed, Ordering::Relaxed);
+        }
+        trip
+    }
+
     /// Whether a coarse clock reading is good enough for this window.
     pub(crate) fn coarse_ok(&self) -> bool {
         self.width_ns >= COARSE_BUCKET_NS
     }
 
+    /// Forgets every call (on a trip, so a closed breaker starts afresh).
     pub(crate) fn clear(&self) {
-        for b in &self.buckets {
+        for b in self.stripes.iter().flat_map(|s| s.iter()) {
             // Relaxed: see `record`.
             b.store(0, Ordering::Relaxed);
         }
+        self.armed.store(false, Ordering::Relaxed);
     }
 }
 
@@ -172,13 +235,13 @@ impl Drop for Partition {
 }
 
 impl Partition {
-    pub(crate) fn new(word: Word, window: Option<Duration>) -> Self {
+    pub(crate) fn new(word: Word, window: Option<(Duration, usize)>) -> Self {
         Self {
             cell: Cell::new(word),
             owner: AtomicU64::new(0),
             last_used: AtomicU64::new(0),
             stats: AtomicPtr::new(std::ptr::null_mut()),
-            window: window.map(|w| Box::new(Window::new(w))),
+            window: window.map(|(w, stripes)| Box::new(Window::new(w, stripes))),
         }
     }
 
@@ -338,7 +401,7 @@ impl Table {
             cursor: AtomicUsize::new(0),
             window,
             forced_all: AtomicBool::new(false),
-            overflow: Partition::new(Word::FRESH, window),
+            overflow: Partition::new(Word::FRESH, window.map(|w| (w, 1))),
         }
     }
 
@@ -396,7 +459,7 @@ impl Table {
         }
         let vacant = Word::FRESH.with_phase(Phase::Vacant);
         let b: Box<[Partition]> = (0..CHUNK)
-            .map(|_| Partition::new(vacant, self.window))
+            .map(|_| Partition::new(vacant, self.window.map(|w| (w, 1))))
             .collect();
         let raw = Box::into_raw(b) as *mut Partition;
         // AcqRel: publish the initialised chunk / see the winner's.
@@ -686,7 +749,7 @@ mod tests {
 
     #[test]
     fn c5_window_saturation_keeps_the_rate() {
-        let w = Window::new(Duration::from_secs(10));
+        let w = Window::new(Duration::from_secs(10), 3);
         for i in 0..3 * B_FIELD {
             w.record(0, i % 2 == 0);
         }
@@ -696,8 +759,47 @@ mod tests {
     }
 
     #[test]
+    fn c5_striped_window_sums_every_thread() {
+        let w = Window::new(Duration::from_secs(10), 3);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let w = &w;
+                s.spawn(move || {
+                    for i in 0..1000 {
+                        w.record(0, (i + t) % 4 == 0);
+                    }
+                });
+            }
+        });
+        assert_eq!(w.totals(0), (4000, 1000));
+    }
+
+    #[test]
+    fn c5_success_judges_only_when_armed() {
+        let w = Window::new(Duration::from_secs(10), 1);
+        assert!(!w.record_and_judge(0, true, 0.5, 3), "1 call < min_calls");
+        assert!(w.armed.load(Ordering::Relaxed), "rate high, too few calls");
+        assert!(
+            !w.record_and_judge(0, false, 0.5, 3),
+            "1/2 but only 2 calls"
+        );
+        assert!(w.armed.load(Ordering::Relaxed), "still high");
+        assert!(!w.record_and_judge(0, false, 0.5, 3), "1/3 < 50%");
+        assert!(
+            !w.armed.load(Ordering::Relaxed),
+            "disarmed once the rate fell"
+        );
+        let w = Window::new(Duration::from_secs(10), 1);
+        w.record_and_judge(0, true, 0.5, 2);
+        assert!(
+            w.record_and_judge(0, false, 0.5, 2),
+            "the success completes min_calls at 50%"
+        );
+    }
+
+    #[test]
     fn c5_window_counts_within_the_window_only() {
-        let w = Window::new(Duration::from_secs(10));
+        let w = Window::new(Duration::from_secs(10), 3);
         let s = 1_000_000_000;
         w.record(0, true);
         w.record(5 * s, false);
