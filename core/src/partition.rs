@@ -318,8 +318,10 @@ pub(crate) struct Resolved<'a> {
     pub(crate) owner: u64,
 }
 
+type ShardMap = hashbrown::HashTable<(StdArc<str>, u32)>;
+
 struct Shard {
-    map: hashbrown::HashTable<(StdArc<str>, u32)>,
+    map: ShardMap,
 }
 
 /// The bounded tenant table of one tenant-scoped dependency.
@@ -559,8 +561,11 @@ impl Table {
         }
     }
 
-    /// Publishes tenant → slot in its shard; false if another slot won.
-    fn publish(&self, hash: u64, key: StdArc<str>, slot: u32) -> bool {
+    /// The one copy-on-write loop over a shard: `edit` sees the current
+    /// shard and returns its replacement, or `None` to leave it as it is
+    /// (then the loop returns false). The replaced shard is reclaimed once
+    /// no pinned reader can still see it.
+    fn rewrite_shard(&self, hash: u64, mut edit: impl FnMut(&Shard) -> Option<ShardMap>) -> bool {
         let guard = epoch::pin();
         let atomic = self.shard(hash);
         loop {
@@ -568,16 +573,9 @@ impl Table {
             let cur = atomic.load(Ordering::Acquire, &guard);
             // SAFETY: see `lookup`.
             let shard = unsafe { cur.deref() };
-            if let Some((_, other)) = shard.map.find(hash, |(k, _)| **k == *key) {
-                let live = self
-                    .get(*other)
-                    .is_some_and(|p| p.owned_by(p.cell.load(), Self::owner_tag(hash)));
-                if live {
-                    return false;
-                }
-            }
-            let mut map = self.copy_without(&shard.map, 1, |k, _| *k == *key);
-            map.insert_unique(hash, (key.clone(), slot), |(k, _)| self.hash(k));
+            let Some(map) = edit(shard) else {
+                return false;
+            };
             // AcqRel: publish the new shard / see a competing one.
             match atomic.compare_exchange(
                 cur,
@@ -597,16 +595,33 @@ impl Table {
         }
     }
 
+    /// Publishes tenant → slot in its shard; false if another slot won.
+    fn publish(&self, hash: u64, key: StdArc<str>, slot: u32) -> bool {
+        self.rewrite_shard(hash, |shard| {
+            if let Some((_, other)) = shard.map.find(hash, |(k, _)| **k == *key) {
+                let live = self
+                    .get(*other)
+                    .is_some_and(|p| p.owned_by(p.cell.load(), Self::owner_tag(hash)));
+                if live {
+                    return None;
+                }
+            }
+            let mut map = self.copy_without(&shard.map, 1, |k, _| *k == *key);
+            map.insert_unique(hash, (key.clone(), slot), |(k, _)| self.hash(k));
+            Some(map)
+        })
+    }
+
     /// A compact copy of a shard's map without the entries `drop` names,
     /// with room for `extra` more. Rebuilt rather than cloned so removals
     /// leave no tombstones behind: a shard's size follows its live count,
     /// however many tenants have come and gone.
     fn copy_without(
         &self,
-        map: &hashbrown::HashTable<(StdArc<str>, u32)>,
+        map: &ShardMap,
         extra: usize,
         drop: impl Fn(&str, u32) -> bool,
-    ) -> hashbrown::HashTable<(StdArc<str>, u32)> {
+    ) -> ShardMap {
         let mut out = hashbrown::HashTable::with_capacity(map.len() + extra);
         for (k, s) in map.iter().filter(|(k, s)| !drop(k, *s)) {
             out.insert_unique(self.hash(k), (k.clone(), *s), |(k, _)| self.hash(k));
@@ -617,37 +632,10 @@ impl Table {
     /// Removes tenant → slot from its shard if it still maps there.
     fn unpublish(&self, key: &str, slot: u32) {
         let hash = self.hash(key);
-        let guard = epoch::pin();
-        let atomic = self.shard(hash);
-        loop {
-            // Acquire: see the shard we copy.
-            let cur = atomic.load(Ordering::Acquire, &guard);
-            // SAFETY: see `lookup`.
-            let shard = unsafe { cur.deref() };
-            if shard
-                .map
-                .find(hash, |(k, s)| &**k == key && *s == slot)
-                .is_none()
-            {
-                return;
-            }
-            let map = self.copy_without(&shard.map, 0, |k, s| k == key && s == slot);
-            // AcqRel: as in `publish`.
-            match atomic.compare_exchange(
-                cur,
-                epoch::Owned::new(Shard { map }),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-                &guard,
-            ) {
-                Ok(_) => {
-                    // SAFETY: as in `publish`.
-                    unsafe { guard.defer_destroy(cur) };
-                    return;
-                }
-                Err(_) => crate::sync::spin_hint(),
-            }
-        }
+        self.rewrite_shard(hash, |shard| {
+            shard.map.find(hash, |(k, s)| &**k == key && *s == slot)?;
+            Some(self.copy_without(&shard.map, 0, |k, s| k == key && s == slot))
+        });
     }
 
     /// Finds a victim, makes it vacant, unlinks it; returns its slot.

@@ -367,12 +367,29 @@ pub extern "C" fn bb_reset(
     tenant: *const c_char,
     tenant_len: usize,
 ) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::reset) }
+}
+
+/// The body of `bb_reset` and `bb_force_open`: an operator action on one
+/// partition, or on every partition for an empty tenant.
+///
+/// # Safety
+///
+/// As `bb_reset`.
+unsafe fn operate(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    action: fn(&Dependency, Option<&str>),
+) -> bb_status {
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let d = dependency(bank, dep)?;
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        d.reset(tenant.filter(|t| !t.is_empty()));
+        action(d, tenant.filter(|t| !t.is_empty()));
         Ok(())
     }
 }
@@ -392,14 +409,8 @@ pub extern "C" fn bb_force_open(
     tenant: *const c_char,
     tenant_len: usize,
 ) -> bb_status {
-    ffi_boundary! {
-        let bank = try_ref!(bank, "bank");
-        let d = dependency(bank, dep)?;
-        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
-        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        d.force_open(tenant.filter(|t| !t.is_empty()));
-        Ok(())
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::force_open) }
 }
 
 /// Reads the bank's clock (ns; the time base of `deadline_ns`). Thread-safe.
