@@ -460,12 +460,42 @@ impl Dependency {
                 done: false,
             }));
         }
+        if let Some(rejection) = self.refuse_fast(deadline) {
+            return Ok(Decision::Rejected(rejection));
+        }
         self.admit_slow(tenant, deadline)
     }
 
     /// The healthy path of a global dependency, small enough to inline into
     /// callers: one load, and the same decision `machine::admit` makes on
     /// a closed word.
+    /// An open global breaker whose period is not over, decided without
+    /// the CAS loop: the word, the tagged open-until, one coarse reading
+    /// and `machine::still_open`, the same rule `machine::admit` applies.
+    #[inline]
+    fn refuse_fast(&self, deadline: Option<Instant>) -> Option<Rejection<'_>> {
+        let (Parts::Global(p), None) = (&self.inner.parts, deadline) else {
+            return None;
+        };
+        let w = p.cell.load();
+        if w.phase() != Phase::Open {
+            return None;
+        }
+        let until = p.cell.open_until(w.generation())?;
+        let now = self.inner.clock.now_coarse();
+        let retry_after = machine::still_open(until, now)?;
+        let stats = p.stats();
+        bump(&stats.rejected_open_total);
+        if stats.stuck_due(now) {
+            self.check_stuck(0, p);
+        }
+        Some(Rejection {
+            reason: RejectReason::Open,
+            fallback: &self.inner.config.fallback,
+            retry_after: Some(retry_after),
+        })
+    }
+
     #[inline]
     fn admit_fast(&self, deadline: Option<Instant>) -> Option<RawPermit> {
         if let (Parts::Global(p), None, false) = (&self.inner.parts, deadline, self.inner.timed) {

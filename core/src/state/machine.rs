@@ -178,12 +178,12 @@ pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Adm
             // period pays for a precise reading.
             let coarse = env.now_coarse();
             let now = if coarse < until { coarse } else { env.now() };
-            if now < until {
+            if let Some(retry_after) = still_open(until, now) {
                 return (
                     None,
                     Admission::Refuse {
                         refusal: Refusal::Open,
-                        retry_after: Some(until.saturating_duration_since(now)),
+                        retry_after: Some(retry_after),
                     },
                 );
             }
@@ -212,6 +212,14 @@ fn take_probe_within(half: Word, policy: &Policy, changed: bool) -> (Option<Word
             probe: true,
         },
     )
+}
+
+/// The open-period rule (C6, C12): before `until` a breaker stays open,
+/// and the answer is the time left. `now` may be a reading that lags (a
+/// coarse clock): it can only keep the breaker open a little longer.
+#[inline]
+pub fn still_open(until: Instant, now: Instant) -> Option<Duration> {
+    (now < until).then(|| until.saturating_duration_since(now))
 }
 
 /// Whether a transition happened during [`admit`] (Open → HalfOpen).
