@@ -453,15 +453,21 @@ impl Dependency {
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Decision<'_>, AdmitError> {
-        if let Some(raw) = self.admit_fast(deadline) {
-            return Ok(Decision::Admitted(Permit {
-                dep: self,
-                raw,
-                done: false,
-            }));
-        }
-        if let Some(rejection) = self.refuse_fast(deadline) {
-            return Ok(Decision::Rejected(rejection));
+        // A global breaker's common cases from one load of its word: the
+        // same decisions `machine::admit` makes for a closed word and for
+        // an open one whose period is not over.
+        if let (Parts::Global(p), None) = (&self.inner.parts, deadline) {
+            let w = p.cell.load();
+            if let Some(raw) = self.admit_closed(w) {
+                return Ok(Decision::Admitted(Permit {
+                    dep: self,
+                    raw,
+                    done: false,
+                }));
+            }
+            if let Some(rejection) = self.refuse_open(p, w) {
+                return Ok(Decision::Rejected(rejection));
+            }
         }
         self.admit_slow(tenant, deadline)
     }
@@ -470,14 +476,10 @@ impl Dependency {
     /// callers: one load, and the same decision `machine::admit` makes on
     /// a closed word.
     /// An open global breaker whose period is not over, decided without
-    /// the CAS loop: the word, the tagged open-until, one coarse reading
-    /// and `machine::still_open`, the same rule `machine::admit` applies.
+    /// the CAS loop: the tagged open-until, one coarse reading and
+    /// `machine::still_open`, the same rule `machine::admit` applies.
     #[inline]
-    fn refuse_fast(&self, deadline: Option<Instant>) -> Option<Rejection<'_>> {
-        let (Parts::Global(p), None) = (&self.inner.parts, deadline) else {
-            return None;
-        };
-        let w = p.cell.load();
+    fn refuse_open(&self, p: &Partition, w: Word) -> Option<Rejection<'_>> {
         if w.phase() != Phase::Open {
             return None;
         }
@@ -496,20 +498,25 @@ impl Dependency {
         })
     }
 
+    /// A closed word admits without a clock (unless `slow_call` times it).
+    #[inline]
+    fn admit_closed(&self, w: Word) -> Option<RawPermit> {
+        (w.phase() == Phase::Closed && !self.inner.timed).then(|| RawPermit {
+            slot: 0,
+            generation: w.generation(),
+            probe: false,
+            started_ns: NOT_TIMED,
+        })
+    }
+
+    /// The healthy path of a global dependency, small enough to inline into
+    /// callers: one load.
     #[inline]
     fn admit_fast(&self, deadline: Option<Instant>) -> Option<RawPermit> {
-        if let (Parts::Global(p), None, false) = (&self.inner.parts, deadline, self.inner.timed) {
-            let w = p.cell.load();
-            if w.phase() == Phase::Closed {
-                return Some(RawPermit {
-                    slot: 0,
-                    generation: w.generation(),
-                    probe: false,
-                    started_ns: NOT_TIMED,
-                });
-            }
+        match (&self.inner.parts, deadline) {
+            (Parts::Global(p), None) => self.admit_closed(p.cell.load()),
+            _ => None,
         }
-        None
     }
 
     /// Records an outcome, deciding the healthy case with one load: under

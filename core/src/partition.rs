@@ -327,6 +327,14 @@ pub(crate) struct Resolved<'a> {
     pub(crate) owner: u64,
 }
 
+/// Seeded per table, so tenant ids chosen by callers cannot be aimed at one
+/// shard. Under loom a fixed seed: a model's executions must replay the
+/// same operations, and some paths (eviction's scan order) follow hashes.
+#[cfg(not(loom))]
+type TableHasher = foldhash::fast::RandomState;
+#[cfg(loom)]
+type TableHasher = foldhash::fast::FixedState;
+
 /// Tenant ids up to this many bytes live inside the shard entry.
 const INLINE_KEY: usize = 22;
 
@@ -387,7 +395,7 @@ struct Shard {
 pub(crate) struct Table {
     shards: Box<[epoch::Atomic<Shard>]>,
     shard_bits: u32,
-    hasher: foldhash::fast::RandomState,
+    hasher: TableHasher,
     chunks: Box<[AtomicPtr<Partition>]>,
     capacity: u32,
     /// Next never-used slot (1-based; slot 0 is the overflow partition).
@@ -450,7 +458,7 @@ impl Table {
                 })
                 .collect(),
             shard_bits,
-            hasher: foldhash::fast::RandomState::default(),
+            hasher: TableHasher::default(),
             chunks: (0..nchunks)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
@@ -659,9 +667,11 @@ impl Table {
         self.rewrite_shard(hash, |shard| {
             let same = |k: &TenantKey| k.bytes() == key.bytes();
             if let Some((_, _, other)) = shard.map.find(hash, |(h, k, _)| *h == hash && same(k)) {
-                let live = self
-                    .get(*other)
-                    .is_some_and(|p| p.owned_by(p.cell.load(), Self::owner_tag(hash)));
+                // An entry naming our own slot is stale: we hold the slot.
+                let live = *other != slot
+                    && self
+                        .get(*other)
+                        .is_some_and(|p| p.owned_by(p.cell.load(), Self::owner_tag(hash)));
                 if live {
                     return None;
                 }
@@ -713,9 +723,14 @@ impl Table {
             let shard = self.shards[(start + i) % n].load(Ordering::Acquire, &guard);
             // SAFETY: see `lookup`.
             let shard = unsafe { shard.deref() };
-            for (_, key, slot) in shard.map.iter() {
+            for (h, key, slot) in shard.map.iter() {
                 let Some(p) = self.get(*slot) else { continue };
                 let w = p.cell.load();
+                // The shard may predate the slot's recycling: only the
+                // owner's own entry may take (and unpublish) it.
+                if !p.owned_by(w, Self::owner_tag(*h)) {
+                    continue;
+                }
                 if w.is_idle() {
                     if self.take(p, w, key, *slot) {
                         return Some(*slot);
@@ -755,11 +770,13 @@ impl Table {
             return None;
         }
         let guard = epoch::pin();
+        // Both candidate hashes pick the same shard (bits 32..): one load,
+        // whatever the hash (loom replays need the same operations).
+        // Acquire: see `lookup`.
+        let shard = self.shard(owner).load(Ordering::Acquire, &guard);
+        // SAFETY: see `lookup`.
+        let shard = unsafe { shard.deref() };
         [owner, owner & !1].into_iter().find_map(|hash| {
-            // Acquire: see `lookup`.
-            let shard = self.shard(hash).load(Ordering::Acquire, &guard);
-            // SAFETY: see `lookup`.
-            let shard = unsafe { shard.deref() };
             shard
                 .map
                 .find(hash, |(h, _, s)| *h == hash && *s == slot)

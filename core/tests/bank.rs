@@ -629,3 +629,48 @@ fn c7_async_call_dropped_mid_flight_returns_the_probe_slot() {
         1
     );
 }
+
+#[test]
+fn c9_churn_through_a_one_slot_table_always_finishes() {
+    // Regression: eviction through a stale shard snapshot once left an
+    // entry naming another tenant's slot, and an admission then spun in
+    // get_or_insert forever (found by loom, reproduced with real threads).
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 3}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "max_tenants: 1",
+    );
+    let bank = Arc::new(Bank::with_clock(p, ManualClock::new()));
+    let (done, finished) = std::sync::mpsc::channel();
+    for t in 0..8 {
+        let bank = bank.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let dep = bank.dependency("payments_client").unwrap();
+            for i in 0..20_000u32 {
+                let tenant = format!("t{}", (i + t) % 8);
+                if let Decision::Admitted(p) = dep.admit(Some(&tenant), None).unwrap() {
+                    p.record(if i % 5 == 0 {
+                        Outcome::Failure
+                    } else {
+                        Outcome::Success
+                    });
+                }
+            }
+            let _ = done.send(t);
+        });
+    }
+    for _ in 0..8 {
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an admission never returned");
+    }
+    let m = bank.metrics();
+    assert!(
+        m.dependencies[0].partitions.len() <= 2,
+        "one slot plus <overflow>"
+    );
+}
