@@ -24,27 +24,49 @@
 //! must admit exactly `probe_budget` probes, then refuse the next.
 //!
 //! Bound: `LOOM_MAX_PREEMPTIONS=2` (every interleaving with at most two
-//! preemptions; yields and blocking are free). Executions and times at
-//! bound 2 on the 2-core dev machine, run in parallel (`notes/loom-report.md`):
+//! preemptions; yields and blocking are free), except where a model caps
+//! it (`support::explore_bounded`). Executions at that bound, and times
+//! with the tests run two at a time on the 2-core dev machine (`make loom`
+//! at 896fab0, `notes/loom-report.md`):
 //!
-//! | model | threads | proves | executions |
-//! |---|---|---|---|
-//! | `c7_probe_budget_one_three_threads` | 3 | **C7**: with budget 1, three threads admitting (and then cancelling, succeeding, failing) never have two probes in flight at once, counted inside the model from admission to record; and no slot leaks | 28 447 |
-//! | `c7_probe_budget_two_three_threads` | 3 | the same with budget 2: never three | 88 391 |
-//! | `c8_success_threshold_two_needs_two_successes` | 3 | **C8**: two probers and an observer never see `closed` before two successes were recorded; two successes do close | 14 917 |
-//! | `c13_late_success_and_dropped_permit_change_nothing` | 3 | **C13**: a probe of an earlier episode recording *success* during a new episode is only counted late (the breaker does not close on it), a dropped permit returns its slot, and the old probe's slot comes back | 5 531 |
-//! | `c13_late_failure_does_not_reopen` | 2 | **C13**: an older-generation *failure* does not reopen a breaker that a current probe closes | 40 |
-//! | `c11_reset_racing_record_and_admit` | 3 | **C11**: `reset` racing a probe's failure and a fresh admission always ends closed or open (never half-open or forced), the next admission behaves as that state says, and the probe slot held across the reset is returned | 5 057 |
-//! | `c9_same_tenant_inserted_twice_shares_one_partition` | 2 | **C9**: two threads inserting the same new tenant get permits for the same slot and generation; one's failure trips the breaker the tenant maps to; one partition bears its name | 377 312 |
-//! | `c9_eviction_racing_admission_never_evicts_open` | 2 | **C9**: with `max_tenants: 1`, a new tenant's eviction racing the trip of the only (closed, evictable) partition never evicts it once open | 197 244 |
+//! | model | threads | bound | proves | executions | time |
+//! |---|---|---|---|---|---|
+//! | `c7_probe_budget_one_three_threads` | 3 | 2 | **C7**: with budget 1, three threads admitting (and then cancelling, succeeding, failing) never have two probes in flight at once, counted inside the model from admission to record; and no slot leaks | 32 655 | 5.8 s |
+//! | `c7_probe_budget_two_three_threads` | 3 | 2 | the same with budget 2: never three | 86 890 | 14.8 s |
+//! | `c8_success_threshold_two_needs_two_successes` | 3 | 2 | **C8**: two probers and an observer never see `closed` before two successes were recorded; two successes do close | 14 917 | 2.4 s |
+//! | `c13_late_success_and_dropped_permit_change_nothing` | 3 | 2 | **C13**: a probe of an earlier episode recording *success* during a new episode is only counted late (the breaker does not close on it), a dropped permit returns its slot, and the old probe's slot comes back | 5 531 | 1.0 s |
+//! | `c13_late_failure_does_not_reopen` | 2 | 2 | **C13**: an older-generation *failure* does not reopen a breaker that a current probe closes | 40 | 0.003 s |
+//! | `c11_reset_racing_record_and_admit` | 3 | 2 | **C11**: `reset` racing a probe's failure and a fresh admission always ends closed or open (never half-open or forced), the next admission behaves as that state says, and the probe slot held across the reset is returned | 5 481 | 0.9 s |
+//! | `c9_same_tenant_inserted_twice_shares_one_partition` | 2 | 2 | **C9**: two threads inserting the same new tenant get permits for the same slot and generation; one's failure trips the breaker the tenant maps to; one partition bears its name | 377 312 | 78.1 s |
+//! | `c9_eviction_racing_trip_never_evicts_open` | 2 | 2 | **C9**: with `max_tenants: 1`, a new tenant's eviction racing the trip of the only (closed, evictable) partition never evicts it once open (one inserter: the trip is recorded with a permit from setup) | 197 244 | 55.2 s |
+//! | `c9_eviction_racing_admission_never_evicts_open` | 2 | 1 | **C9**, two inserters: with `max_tenants: 1`, tenant `a` (one failure counted) admits and fails while new tenant `b` admits. Every admission finishes, in the threads and alone afterwards; closed tenants are admitted (the overflow partition is allowed); an open `a` stays open, refuses `a`, and sends `b` and later newcomers to the overflow partition; `a`'s failure never changes `b`'s state; overflow admissions are counted; at most `max_tenants` tenants | 88 664 | 36.9 s |
 //!
-//! What loom does not prove here: use-after-free of the epoch-reclaimed
-//! shards is only exercised (crossbeam-epoch runs on loom, so reclamation
-//! is interleaved with the readers), not checked by a sanitizer; the arena
-//! of partitions is never freed before the table, by design. Progress is
-//! not proved either: a table full of idle partitions can make two new
-//! tenants evict each other without end (see `notes/loom-needs.md`), so the
-//! eviction model records with a permit from setup instead of admitting.
+//! The last model is the one N1 (`notes/loom-needs.md`) had forced down to
+//! the one-inserter model above. Restored, it found N5 (an eviction
+//! through a stale shard snapshot, after which an admission could spin
+//! forever in `Table::get_or_insert`; fixed in 896fab0) and fails on any
+//! core without that fix. It is capped at bound 1: at bound 2 it runs to
+//! millions of executions.
+//!
+//! What loom does not prove here. *Freed memory*: loom checks its own
+//! cells and atomics, not plain heap reads, so a read of a freed shard
+//! would go unnoticed; and in these small models crossbeam-epoch never
+//! frees a shard before the execution ends (it collects only on a
+//! participant's first pin and every 128th after, and a bag needs two
+//! epoch advances), so reclamation is not interleaved with readers at
+//! all. The arena of partitions is never freed before the table, by
+//! design. Use-after-free would need a run under a sanitizer with forced
+//! reclamation (see `notes/loom-report.md`). *Progress* is checked only
+//! as far as loom's branch limit goes: an unbounded retry within the
+//! explored interleavings fails the model. *Determinism*: a path whose
+//! count of modelled operations depends on a hash breaks loom's replay
+//! ("Reached unexpected exploration state") unless the hash is the same in
+//! every execution; under loom the tenant table uses a fixed-seed hasher
+//! since 896fab0 (N6 in `notes/loom-needs.md`).
 //!
 //! Set `BB_LOOM_TRACE=1` to print each execution's number (to find where a
 //! model stops being deterministic or runs out of branches).
+//! A failing model that uses the tenant table aborts the whole test binary
+//! right after printing its panic (crossbeam-epoch's thread-local handle is
+//! dropped outside the loom execution: "panic in a destructor during
+//! cleanup"), so the models after it do not report; run it alone.

@@ -151,6 +151,22 @@ pub fn explore<F>(name: &str, f: F)
 where
     F: Fn() + Sync + Send + 'static,
 {
+    run(name, None, f)
+}
+
+/// [`explore`] with the preemption bound capped at `max_bound`, for a
+/// model too large to run at the suite's bound (its docs say why).
+pub fn explore_bounded<F>(name: &str, max_bound: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    run(name, Some(max_bound), f)
+}
+
+fn run<F>(name: &str, cap: Option<usize>, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     let runs = Arc::new(AtomicUsize::new(0));
@@ -163,6 +179,10 @@ where
     if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
         builder.max_branches = 20_000;
     }
+    if let Some(cap) = cap {
+        builder.preemption_bound = Some(builder.preemption_bound.map_or(cap, |b| b.min(cap)));
+    }
+    let bound = builder.preemption_bound;
     builder.check(move || {
         let n = counted.fetch_add(1, Ordering::Relaxed);
         if std::env::var_os("BB_LOOM_TRACE").is_some() {
@@ -171,9 +191,9 @@ where
         f();
     });
     eprintln!(
-        "loom model {name}: {} executions in {:.2?} (LOOM_MAX_PREEMPTIONS={})",
+        "loom model {name}: {} executions in {:.2?} (preemption bound {})",
         runs.load(Ordering::Relaxed),
         start.elapsed(),
-        std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "unbounded".into())
+        bound.map_or_else(|| "unbounded".to_string(), |b| b.to_string())
     );
 }
