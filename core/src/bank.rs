@@ -262,6 +262,18 @@ struct Target<'a> {
     overflow: bool,
 }
 
+impl<'a> Target<'a> {
+    /// The dependency's shared overflow partition (C9).
+    fn overflow(t: &'a Table) -> Self {
+        Target {
+            slot: 0,
+            part: &t.overflow,
+            owner: 0,
+            overflow: true,
+        }
+    }
+}
+
 impl Dependency {
     fn new(
         id: u32,
@@ -372,19 +384,9 @@ impl Dependency {
                         overflow: false,
                     }
                 }
-                None => Target {
-                    slot: 0,
-                    part: &t.overflow,
-                    owner: 0,
-                    overflow: true,
-                },
+                None => Target::overflow(t),
             },
-            (Parts::Tenant(t), None) => Target {
-                slot: 0,
-                part: &t.overflow,
-                owner: 0,
-                overflow: true,
-            },
+            (Parts::Tenant(t), None) => Target::overflow(t),
         }
     }
 
@@ -395,12 +397,7 @@ impl Dependency {
     fn retarget(&self, tenant: Option<&str>, lost: &mut u32) -> Target<'_> {
         *lost += 1;
         match &self.inner.parts {
-            Parts::Tenant(t) if *lost > 2 => Target {
-                slot: 0,
-                part: &t.overflow,
-                owner: 0,
-                overflow: true,
-            },
+            Parts::Tenant(t) if *lost > 2 => Target::overflow(t),
             _ => self.target(tenant),
         }
     }

@@ -122,15 +122,7 @@ fn c9_one_tenant_failing_never_trips_another() {
 
 #[test]
 fn c9_flood_of_a_million_tenants_stays_bounded_and_keeps_open_ones() {
-    let p = profile(
-        "payments_client",
-        "tenant",
-        "{consecutive_failures: 1}",
-        "{probe_budget: 1, success_threshold: 1}",
-        "{kind: error, code: X}",
-        "max_tenants: 10000",
-    );
-    let bank = Bank::with_clock(p, ManualClock::new());
+    let bank = tenant_bank(1, 10000);
     let pay = bank.dependency("payments_client").unwrap();
     fail(&pay, Some("victim"), 1);
     let mut overflowed = 0u64;
@@ -164,15 +156,7 @@ fn c9_flood_of_a_million_tenants_stays_bounded_and_keeps_open_ones() {
 
 #[test]
 fn c9_full_table_of_open_partitions_routes_new_tenants_to_overflow() {
-    let p = profile(
-        "payments_client",
-        "tenant",
-        "{consecutive_failures: 1}",
-        "{probe_budget: 1, success_threshold: 1}",
-        "{kind: error, code: X}",
-        "max_tenants: 3",
-    );
-    let bank = Bank::with_clock(p, ManualClock::new());
+    let bank = tenant_bank(1, 3);
     let pay = bank.dependency("payments_client").unwrap();
     for t in ["a", "b", "c"] {
         fail(&pay, Some(t), 1);
@@ -198,15 +182,7 @@ fn c9_full_table_of_open_partitions_routes_new_tenants_to_overflow() {
 
 #[test]
 fn c9_evicted_permit_is_recorded_as_late_not_applied() {
-    let p = profile(
-        "payments_client",
-        "tenant",
-        "{consecutive_failures: 1}",
-        "{probe_budget: 1, success_threshold: 1}",
-        "{kind: error, code: X}",
-        "max_tenants: 1",
-    );
-    let bank = Bank::with_clock(p, ManualClock::new());
+    let bank = tenant_bank(1, 1);
     let pay = bank.dependency("payments_client").unwrap();
     let old = admitted(pay.admit(Some("a"), None).unwrap()).into_raw();
     // "a" is idle (a closed call in flight counts for nothing): "b" takes its slot.
@@ -635,15 +611,7 @@ fn c9_churn_through_a_one_slot_table_always_finishes() {
     // Regression: eviction through a stale shard snapshot once left an
     // entry naming another tenant's slot, and an admission then spun in
     // get_or_insert forever (found by loom, reproduced with real threads).
-    let p = profile(
-        "payments_client",
-        "tenant",
-        "{consecutive_failures: 3}",
-        "{probe_budget: 1, success_threshold: 1}",
-        "{kind: error, code: X}",
-        "max_tenants: 1",
-    );
-    let bank = Arc::new(Bank::with_clock(p, ManualClock::new()));
+    let bank = Arc::new(tenant_bank(3, 1));
     let (done, finished) = std::sync::mpsc::channel();
     for t in 0..8 {
         let bank = bank.clone();

@@ -40,6 +40,20 @@ pub fn bank(n: u32, b: u32, s: u32, extra: &str) -> (Bank, ManualClock, Dependen
     (bank, clock, dep)
 }
 
+/// Tenant-scoped `payments_client` with an error fallback: trips after
+/// `failures`, budget 1, threshold 1, at most `max_tenants` partitions.
+pub fn tenant_bank(failures: u32, max_tenants: u32) -> Bank {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        &format!("{{consecutive_failures: {failures}}}"),
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        &format!("max_tenants: {max_tenants}"),
+    );
+    Bank::with_clock(p, ManualClock::new())
+}
+
 pub fn admitted<'a>(d: Decision<'a>) -> Permit<'a> {
     match d {
         Decision::Admitted(p) => p,
