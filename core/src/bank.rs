@@ -7,11 +7,12 @@ use crate::metrics::{bump, DependencyMetrics, MetricsSnapshot, PartitionMetrics,
 use crate::partition::{Partition, Resolved, Table, GLOBAL, OVERFLOW};
 use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
-use crate::state::word::{Phase, Word};
+use crate::state::word::{Phase, Word, GEN_MASK};
 use crate::sync::{CachePadded, Ordering, StdArc};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::time::Duration;
 
 /// The only error of admission: a tenant-scoped dependency needs a tenant.
@@ -98,13 +99,109 @@ pub struct RawPermit {
 
 const NOT_TIMED: u64 = u64::MAX;
 
+/// An admission's answer in two words, so the out-of-line slow path
+/// returns it in registers and the caller rebuilds the [`Decision`] in
+/// registers too. (Returned as a `Decision`, it went through memory, and
+/// the caller's copy of it, read wider than it was written, stalled on
+/// store forwarding: most of a closed admit + record's cost.)
+///
+/// `head`: slot in bits 0..32, kind in bits 32..35, probe in bit 35, and
+/// the generation where the word keeps it (bits 39..64), so moving it
+/// between the two is a mask. `tail`: the permit's `started_ns`, or the
+/// refusal's retry-after in nanoseconds (`u64::MAX`: none).
+#[derive(Clone, Copy)]
+struct Answer {
+    head: u64,
+    tail: u64,
+}
+
+enum AnswerKind {
+    Admitted,
+    Rejected(RejectReason),
+    TenantRequired,
+}
+
+impl Answer {
+    const ADMITTED: u64 = 0;
+    const OPEN: u64 = 1;
+    const PROBE_BUDGET: u64 = 2;
+    const FORCED_OPEN: u64 = 3;
+    const DEADLINE: u64 = 4;
+    const TENANT: u64 = 5;
+    const KIND_SHIFT: u32 = 32;
+    const KIND: u64 = 0b111;
+    const PROBE: u64 = 1 << 35;
+    const GEN_SHIFT: u32 = 39;
+    const NONE: u64 = u64::MAX;
+
+    const TENANT_REQUIRED: Answer = Answer {
+        head: Self::TENANT << Self::KIND_SHIFT,
+        tail: Self::NONE,
+    };
+
+    #[inline(always)]
+    fn admitted(raw: RawPermit) -> Self {
+        Answer {
+            head: Self::ADMITTED << Self::KIND_SHIFT
+                | if raw.probe { Self::PROBE } else { 0 }
+                | (u64::from(raw.generation & GEN_MASK) << Self::GEN_SHIFT)
+                | u64::from(raw.slot),
+            tail: raw.started_ns,
+        }
+    }
+
+    #[inline(always)]
+    fn rejected(reason: RejectReason, retry_after: Option<Duration>) -> Self {
+        let kind = match reason {
+            RejectReason::Open => Self::OPEN,
+            RejectReason::ProbeBudget => Self::PROBE_BUDGET,
+            RejectReason::ForcedOpen => Self::FORCED_OPEN,
+            RejectReason::DeadlineExpired => Self::DEADLINE,
+        };
+        // Saturates at 584 years, one nanosecond short of "none".
+        let tail = retry_after.map_or(Self::NONE, |d| {
+            u64::try_from(d.as_nanos()).map_or(Self::NONE - 1, |n| n.min(Self::NONE - 1))
+        });
+        Answer {
+            head: kind << Self::KIND_SHIFT,
+            tail,
+        }
+    }
+
+    #[inline(always)]
+    fn kind(self) -> AnswerKind {
+        match (self.head >> Self::KIND_SHIFT) & Self::KIND {
+            Self::ADMITTED => AnswerKind::Admitted,
+            Self::OPEN => AnswerKind::Rejected(RejectReason::Open),
+            Self::PROBE_BUDGET => AnswerKind::Rejected(RejectReason::ProbeBudget),
+            Self::FORCED_OPEN => AnswerKind::Rejected(RejectReason::ForcedOpen),
+            Self::DEADLINE => AnswerKind::Rejected(RejectReason::DeadlineExpired),
+            _ => AnswerKind::TenantRequired,
+        }
+    }
+
+    #[inline(always)]
+    fn raw(self) -> RawPermit {
+        RawPermit {
+            slot: self.head as u32,
+            generation: (self.head >> Self::GEN_SHIFT) as u32,
+            probe: self.head & Self::PROBE != 0,
+            started_ns: self.tail,
+        }
+    }
+
+    #[inline(always)]
+    fn retry_after(self) -> Option<Duration> {
+        (self.tail != Self::NONE).then(|| Duration::from_nanos(self.tail))
+    }
+}
+
 /// Permission to make one call. Record its outcome; dropping it unrecorded
 /// records [`Outcome::Cancelled`] (C13).
 #[derive(Debug)]
 pub struct Permit<'a> {
     dep: &'a Dependency,
     raw: RawPermit,
-    done: bool,
 }
 
 impl Permit<'_> {
@@ -119,27 +216,27 @@ impl Permit<'_> {
     }
 
     /// Records the call's outcome.
-    #[inline]
-    pub fn record(mut self, outcome: Outcome) {
-        self.done = true;
-        self.dep.record_fast(self.raw, outcome);
+    #[inline(always)]
+    pub fn record(self, outcome: Outcome) {
+        // Consumed without Drop: no "done" flag to write and test, so a
+        // permit stays two registers through an inlined admit + record.
+        let this = ManuallyDrop::new(self);
+        this.dep.record_fast(this.raw, outcome);
     }
 
     /// The permit as plain data; the caller now owes exactly one
     /// [`Dependency::record_raw`] (nothing is recorded on drop).
     #[inline]
-    pub fn into_raw(mut self) -> RawPermit {
-        self.done = true;
-        self.raw
+    pub fn into_raw(self) -> RawPermit {
+        ManuallyDrop::new(self).raw
     }
 }
 
 impl Drop for Permit<'_> {
-    #[inline]
+    /// Only unrecorded permits are dropped: `record` and `into_raw` consume
+    /// theirs without running this.
     fn drop(&mut self) {
-        if !self.done {
-            let _ = self.dep.record_raw(self.raw, Outcome::Cancelled);
-        }
+        let _ = self.dep.record_raw(self.raw, Outcome::Cancelled);
     }
 }
 
@@ -450,33 +547,50 @@ impl Dependency {
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Decision<'_>, AdmitError> {
-        // A global breaker's common cases from one load of its word: the
-        // same decisions `machine::admit` makes for a closed word and for
-        // an open one whose period is not over.
+        self.decode(self.answer(tenant, deadline))
+    }
+
+    /// The admission as two words. A global breaker's common cases come
+    /// from one load of its word, with the decisions `machine::admit`
+    /// makes for a closed word and for an open one whose period is not
+    /// over; everything else is out of line.
+    #[inline]
+    fn answer(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
         if let (Parts::Global(p), None) = (&self.inner.parts, deadline) {
             let w = p.cell.load();
             if let Some(raw) = self.admit_closed(w) {
-                return Ok(Decision::Admitted(Permit {
-                    dep: self,
-                    raw,
-                    done: false,
-                }));
+                return Answer::admitted(raw);
             }
-            if let Some(rejection) = self.refuse_open(p, w) {
-                return Ok(Decision::Rejected(rejection));
+            if let Some(retry_after) = self.refuse_open(p, w) {
+                return Answer::rejected(RejectReason::Open, Some(retry_after));
             }
         }
         self.admit_slow(tenant, deadline)
     }
 
-    /// The healthy path of a global dependency, small enough to inline into
-    /// callers: one load, and the same decision `machine::admit` makes on
-    /// a closed word.
+    /// Rebuilds the public answer in the caller, from registers.
+    #[inline(always)]
+    fn decode(&self, a: Answer) -> Result<Decision<'_>, AdmitError> {
+        match a.kind() {
+            AnswerKind::Admitted => Ok(Decision::Admitted(Permit {
+                dep: self,
+                raw: a.raw(),
+            })),
+            AnswerKind::Rejected(reason) => Ok(Decision::Rejected(Rejection {
+                reason,
+                fallback: &self.inner.config.fallback,
+                retry_after: a.retry_after(),
+            })),
+            AnswerKind::TenantRequired => Err(AdmitError::TenantRequired),
+        }
+    }
+
     /// An open global breaker whose period is not over, decided without
     /// the CAS loop: the tagged open-until, one coarse reading and
     /// `machine::still_open`, the same rule `machine::admit` applies.
+    /// Returns the retry-after of the refusal it counted.
     #[inline]
-    fn refuse_open(&self, p: &Partition, w: Word) -> Option<Rejection<'_>> {
+    fn refuse_open(&self, p: &Partition, w: Word) -> Option<Duration> {
         if w.phase() != Phase::Open {
             return None;
         }
@@ -488,11 +602,7 @@ impl Dependency {
         if stats.stuck_due(now) {
             self.check_stuck(0, p);
         }
-        Some(Rejection {
-            reason: RejectReason::Open,
-            fallback: &self.inner.config.fallback,
-            retry_after: Some(retry_after),
-        })
+        Some(retry_after)
     }
 
     /// A closed word admits without a clock (unless `slow_call` times it).
@@ -506,56 +616,33 @@ impl Dependency {
         })
     }
 
-    /// The healthy path of a global dependency, small enough to inline into
-    /// callers: one load.
-    #[inline]
-    fn admit_fast(&self, deadline: Option<Instant>) -> Option<RawPermit> {
-        match (&self.inner.parts, deadline) {
-            (Parts::Global(p), None) => self.admit_closed(p.cell.load()),
-            _ => None,
-        }
-    }
-
     /// Records an outcome, deciding the healthy case with one load: under
     /// the consecutive policy a success on a closed word with no failures
     /// counted changes nothing (`machine::record`'s `(None, Applied)`).
-    #[inline]
+    #[inline(always)]
     fn record_fast(&self, raw: RawPermit, outcome: Outcome) {
         if outcome == Outcome::Success && self.inner.quiet_success && !raw.probe {
             if let Some(part) = self.partition_by_slot(raw.slot) {
-                let w = part.cell.load();
-                if w.phase() == Phase::Closed && w.count() == 0 && w.generation() == raw.generation
-                {
+                if part.cell.load().is_quiet_closed(raw.generation) {
                     return;
                 }
             }
         }
+        self.record_cold(raw, outcome);
+    }
+
+    /// Everything but the quiet success, kept out of line so the fast path
+    /// above stays a few instructions in the caller.
+    #[inline(never)]
+    fn record_cold(&self, raw: RawPermit, outcome: Outcome) {
         let _ = self.record_raw(raw, outcome);
     }
 
-    /// Runs an admitted call and records its outcome; a panic in `f` drops
-    /// the guard, which records `Cancelled` (C13).
-    #[inline]
-    fn run<T, E>(
-        &self,
-        raw: RawPermit,
-        f: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, CallError<E>> {
-        let permit = Permit {
-            dep: self,
-            raw,
-            done: false,
-        };
-        finish(permit, f())
-    }
-
     #[inline(never)]
-    fn admit_slow(
-        &self,
-        tenant: Option<&str>,
-        deadline: Option<Instant>,
-    ) -> Result<Decision<'_>, AdmitError> {
-        let tenant = self.tenant(tenant)?;
+    fn admit_slow(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
+        let Ok(tenant) = self.tenant(tenant) else {
+            return Answer::TENANT_REQUIRED;
+        };
         let inner = &*self.inner;
         let mut target = self.target(tenant);
         let mut lost = 0u32;
@@ -563,11 +650,7 @@ impl Dependency {
             let now = inner.clock.now();
             if now >= d {
                 bump(&target.part.stats().deadline_expired_total);
-                return Ok(Decision::Rejected(Rejection {
-                    reason: RejectReason::DeadlineExpired,
-                    fallback: &inner.config.fallback,
-                    retry_after: None,
-                }));
+                return Answer::rejected(RejectReason::DeadlineExpired, None);
             }
         }
         loop {
@@ -586,22 +669,18 @@ impl Dependency {
             if let Some(t) = t {
                 self.on_transition(target.slot, part, &t, EventKind::Transition);
             }
-            return Ok(match adm {
+            return match adm {
                 Admission::Admit { generation, probe } => {
                     let started_ns = if inner.config.slow_call.is_some() {
                         inner.clock.now().as_nanos()
                     } else {
                         NOT_TIMED
                     };
-                    Decision::Admitted(Permit {
-                        dep: self,
-                        raw: RawPermit {
-                            slot: target.slot,
-                            generation,
-                            probe,
-                            started_ns,
-                        },
-                        done: false,
+                    Answer::admitted(RawPermit {
+                        slot: target.slot,
+                        generation,
+                        probe,
+                        started_ns,
                     })
                 }
                 Admission::Refuse {
@@ -627,17 +706,13 @@ impl Dependency {
                             RejectReason::ForcedOpen
                         }
                     };
-                    Decision::Rejected(Rejection {
-                        reason,
-                        fallback: &inner.config.fallback,
-                        retry_after,
-                    })
+                    Answer::rejected(reason, retry_after)
                 }
                 Admission::Vacant => {
                     target = self.retarget(tenant, &mut lost);
                     continue;
                 }
-            });
+            };
         }
     }
 
@@ -958,15 +1033,14 @@ impl Dependency {
     /// Runs `f` if admitted and records its outcome; otherwise serves the
     /// fallback, which with no cache key or degraded behaviour can only be
     /// [`CallError::Unavailable`]. See [`call_with`](Self::call_with).
+    #[inline]
     pub fn call<T, E>(
         &self,
         tenant: Option<&str>,
         deadline: Option<Instant>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        if let Some(raw) = self.admit_fast(deadline) {
-            return self.run(raw, f);
-        }
+        // A panic in `f` drops the permit, which records `Cancelled` (C13).
         match self
             .admit(tenant, deadline)
             .map_err(|_| CallError::TenantRequired)?
@@ -1237,5 +1311,55 @@ impl Bank {
     /// Events dropped because listeners fell behind.
     pub fn events_dropped(&self) -> u64 {
         self.events.dropped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c13_answer_round_trips_every_permit_field() {
+        for (slot, generation, probe, started_ns) in [
+            (0, 0, false, NOT_TIMED),
+            (u32::MAX, GEN_MASK, true, 0),
+            (7, 12345, true, 99),
+        ] {
+            let raw = RawPermit {
+                slot,
+                generation,
+                probe,
+                started_ns,
+            };
+            let a = Answer::admitted(raw);
+            assert!(matches!(a.kind(), AnswerKind::Admitted));
+            assert_eq!(a.raw(), raw);
+        }
+    }
+
+    #[test]
+    fn c3_answer_round_trips_every_refusal() {
+        for reason in [
+            RejectReason::Open,
+            RejectReason::ProbeBudget,
+            RejectReason::ForcedOpen,
+            RejectReason::DeadlineExpired,
+        ] {
+            for retry in [
+                None,
+                Some(Duration::ZERO),
+                Some(Duration::from_millis(1500)),
+            ] {
+                let a = Answer::rejected(reason, retry);
+                assert!(matches!(a.kind(), AnswerKind::Rejected(r) if r == reason));
+                assert_eq!(a.retry_after(), retry);
+            }
+        }
+        let huge = Answer::rejected(RejectReason::Open, Some(Duration::MAX));
+        assert_eq!(huge.retry_after(), Some(Duration::from_nanos(u64::MAX - 1)));
+        assert!(matches!(
+            Answer::TENANT_REQUIRED.kind(),
+            AnswerKind::TenantRequired
+        ));
     }
 }

@@ -92,8 +92,35 @@ pub(crate) struct Window {
 pub(crate) const COARSE_BUCKET_NS: u64 = 10_000_000;
 
 /// Stripes for a global partition's window: one per core, at most 8.
+/// Under loom one: a model's executions must replay the same operations,
+/// and the stripe a thread gets depends on process history.
 pub(crate) fn window_stripes() -> usize {
+    if cfg!(loom) {
+        return 1;
+    }
     std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
+/// This thread's stripe number, handed out once per thread by a
+/// process-wide counter, so threads started together get different
+/// stripes. (It was the address of a thread-local: threads' TLS blocks
+/// sit at the same offset of equally aligned areas, their addresses agree
+/// in the low bits, and every thread landed on the same stripe.)
+#[inline]
+fn stripe_index() -> usize {
+    // A placement hint, never a correctness matter: std's atomic, not
+    // modelled by loom.
+    #[allow(clippy::disallowed_types)]
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local!(static MINE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) });
+    MINE.with(|m| {
+        let mut i = m.get();
+        if i == usize::MAX {
+            i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            m.set(i);
+        }
+        i
+    })
 }
 
 impl Window {
@@ -112,17 +139,14 @@ impl Window {
         (now_ns / self.width_ns) & B_EPOCH
     }
 
-    /// This thread's stripe: picked from the address of a thread-local, so
-    /// no shared counter hands them out.
+    /// This thread's stripe.
     #[inline]
     fn stripe(&self) -> &[AtomicU64; BUCKETS] {
         let n = self.stripes.len();
         if n == 1 {
             return &self.stripes[0];
         }
-        thread_local!(static MARK: u8 = const { 0 });
-        let addr = MARK.with(|m| m as *const u8 as usize);
-        &self.stripes[(addr >> 6).wrapping_mul(0x9E37_79B9) % n]
+        &self.stripes[stripe_index() % n]
     }
 
     /// Counts one call.
@@ -854,6 +878,22 @@ mod tests {
             }
         });
         assert_eq!(w.totals(0), (4000, 1000));
+    }
+
+    #[test]
+    fn c5_threads_started_together_get_different_stripes() {
+        // Regression: stripes picked by TLS address put every thread on one.
+        let ids: Vec<usize> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4).map(|_| s.spawn(stripe_index)).collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or(usize::MAX))
+                .collect()
+        });
+        let mut distinct = ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "stripe indices {ids:?}");
+        assert!(!ids.contains(&usize::MAX));
     }
 
     #[test]

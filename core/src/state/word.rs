@@ -172,6 +172,18 @@ impl Word {
         self.with_phase(p).next_generation().with_count(0)
     }
 
+    /// Closed in generation `generation` with no failure counted: a success
+    /// of that generation changes nothing (one mask and compare, for the
+    /// healthy path).
+    #[inline(always)]
+    pub const fn is_quiet_closed(self, generation: u32) -> bool {
+        const QUIET: u64 = mask(STATE_BITS) << STATE_SHIFT
+            | mask(COUNT_BITS) << COUNT_SHIFT
+            | mask(GEN_BITS) << GEN_SHIFT;
+        // Closed is phase 0, so the expected bits are the generation's alone.
+        self.0 & QUIET == ((generation & GEN_MASK) as u64) << GEN_SHIFT
+    }
+
     /// Closed with nothing counted and nothing in flight: equal to a fresh
     /// partition but for the generation, so evicting it loses nothing (C9).
     #[inline]
