@@ -329,6 +329,9 @@ pub(crate) struct DepInner {
     policy: Policy,
     rate: Option<(f64, u64)>,
     clock: StdArc<dyn Clock>,
+    /// The clock again when it is the system one: its coarse reading is
+    /// then one inlined load, not a dynamic call.
+    mono: Option<MonotonicClock>,
     parts: Parts,
     stale: Option<StaleCache>,
     events: StdArc<EventBus>,
@@ -410,6 +413,7 @@ impl Dependency {
                 config,
                 policy,
                 rate,
+                mono: clock.as_monotonic().copied(),
                 clock,
                 parts,
                 stale,
@@ -451,6 +455,15 @@ impl Dependency {
     /// Now, on the bank's clock.
     pub fn now(&self) -> Instant {
         self.inner.clock.now()
+    }
+
+    /// The bank clock's coarse reading ([`Clock::now_coarse`]).
+    #[inline(always)]
+    fn now_coarse(&self) -> Instant {
+        match &self.inner.mono {
+            Some(m) => m.recent(),
+            None => self.inner.clock.now_coarse(),
+        }
     }
 
     fn tenant<'t>(&self, tenant: Option<&'t str>) -> Result<Option<&'t str>, AdmitError> {
@@ -595,7 +608,7 @@ impl Dependency {
             return None;
         }
         let until = p.cell.open_until(w.generation())?;
-        let now = self.inner.clock.now_coarse();
+        let now = self.now_coarse();
         let retry_after = machine::still_open(until, now)?;
         let stats = p.stats();
         bump(&stats.rejected_open_total);
@@ -755,7 +768,7 @@ impl Dependency {
                     // A bucket is window / 10 wide: a coarse reading picks
                     // it well enough once buckets are ≥ 10 ms.
                     let now = if window.coarse_ok() {
-                        inner.clock.now_coarse()
+                        self.now_coarse()
                     } else {
                         inner.clock.now()
                     }
@@ -821,7 +834,7 @@ impl Dependency {
         let stats = part.stats_if_any()?;
         let start = stats.episode_start()?;
         // Coarse: stuck alerts are about minutes, not microseconds.
-        let now = inner.clock.now_coarse();
+        let now = self.now_coarse();
         let open_for = now.saturating_duration_since(start);
         if open_for < inner.config.recovery_bound {
             return None;

@@ -75,13 +75,21 @@ pub trait Clock: Send + Sync {
     fn as_manual(&self) -> Option<&ManualClock> {
         None
     }
+
+    /// Some(clock) when this is the system [`MonotonicClock`]; lets hot
+    /// paths read it without a dynamic call.
+    fn as_monotonic(&self) -> Option<&MonotonicClock> {
+        None
+    }
 }
 
 /// The system's monotonic clock (`CLOCK_MONOTONIC`), counted from creation.
 ///
-/// On Linux [`Clock::now_coarse`] reads `CLOCK_MONOTONIC_COARSE`, the same
-/// clock as of the last scheduler tick (1–4 ms behind, never ahead), which
-/// the vDSO serves without reading the time-stamp counter.
+/// [`Clock::now_coarse`] is one load of a process-wide reading refreshed
+/// about every millisecond by a background thread (see `ticker` in the
+/// source: started on first use, stops when unused, fork-aware); until it
+/// runs, `CLOCK_MONOTONIC_COARSE` on Linux, the same clock as of the last
+/// scheduler tick (1–4 ms behind, never ahead).
 #[derive(Clone, Copy, Debug)]
 pub struct MonotonicClock {
     start: u64,
@@ -148,8 +156,146 @@ impl Clock for MonotonicClock {
 
     #[inline]
     fn now_coarse(&self) -> Instant {
-        Instant(coarse().saturating_sub(self.start))
+        let ns = match ticker::recent() {
+            0 => coarse(),
+            recent => recent,
+        };
+        Instant(ns.saturating_sub(self.start))
     }
+
+    fn as_monotonic(&self) -> Option<&MonotonicClock> {
+        Some(self)
+    }
+}
+
+impl MonotonicClock {
+    /// [`Clock::now_coarse`] without the dynamic call, for hot paths that
+    /// know their clock is this one.
+    #[inline(always)]
+    pub fn recent(&self) -> Instant {
+        Clock::now_coarse(self)
+    }
+}
+
+/// A process-wide recent reading of `CLOCK_MONOTONIC`, refreshed about
+/// every millisecond by one background thread, so an open breaker's
+/// refusal reads time with one load instead of a vDSO call.
+///
+/// The thread starts on the first coarse reading (a process whose breakers
+/// never open never starts it) and stops after a few seconds in which
+/// nobody read; readers then fall back to `CLOCK_MONOTONIC_COARSE` and
+/// start it again. A value is a past reading of the precise clock, so it
+/// is never ahead of `now()`: an open period can end a tick (or a stalled
+/// ticker's delay) late, never early (C12). A forked child has no ticker
+/// thread: a fork handler clears the value so the child falls back and
+/// starts its own. Under loom there is no ticker (readers fall back).
+// The ticker is a real thread outside every loom model: std atomics.
+#[allow(clippy::disallowed_types)]
+mod ticker {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::Duration;
+
+    const PERIOD: Duration = Duration::from_millis(1);
+    /// Ticks between two looks at `WANTED`; the thread stops after
+    /// `IDLE_ROUNDS` looks in a row find it unset (~4 s).
+    const ROUND: u32 = 1024;
+    const IDLE_ROUNDS: u32 = 4;
+
+    /// The recent reading and the "somebody read it" flag share a cache
+    /// line, so a reader's one miss per tick brings both.
+    #[repr(align(64))]
+    struct Shared {
+        recent: AtomicU64,
+        wanted: AtomicBool,
+    }
+
+    static SHARED: Shared = Shared {
+        recent: AtomicU64::new(0),
+        wanted: AtomicBool::new(false),
+    };
+    /// A ticker thread is running (or being started).
+    static RUNNING: AtomicBool = AtomicBool::new(false);
+
+    /// The recent reading in nanoseconds, or 0 when there is none yet (the
+    /// caller reads the coarse clock; the ticker is started).
+    #[inline(always)]
+    pub(super) fn recent() -> u64 {
+        if cfg!(loom) {
+            return 0;
+        }
+        // Relaxed: the value orders nothing; it is a past clock reading.
+        let r = SHARED.recent.load(Ordering::Relaxed);
+        if r == 0 {
+            start();
+            return 0;
+        }
+        if !SHARED.wanted.load(Ordering::Relaxed) {
+            SHARED.wanted.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    #[cold]
+    fn start() {
+        // AcqRel: one starter wins; a stopping ticker clears RUNNING last.
+        if RUNNING
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        register_fork_handler();
+        SHARED.wanted.store(true, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name("breakerbank-clock".into())
+            .spawn(run);
+        if spawned.is_err() {
+            // No thread: readers keep the coarse clock; try again later.
+            RUNNING.store(false, Ordering::Release);
+        }
+    }
+
+    fn run() {
+        let mut idle = 0;
+        loop {
+            for _ in 0..ROUND {
+                SHARED
+                    .recent
+                    .store(super::precise().max(1), Ordering::Relaxed);
+                std::thread::sleep(PERIOD);
+            }
+            if SHARED.wanted.swap(false, Ordering::Relaxed) {
+                idle = 0;
+            } else {
+                idle += 1;
+                if idle >= IDLE_ROUNDS {
+                    SHARED.recent.store(0, Ordering::Relaxed);
+                    RUNNING.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    fn register_fork_handler() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        extern "C" fn in_child() {
+            // The ticker thread did not survive the fork.
+            SHARED.recent.store(0, Ordering::Relaxed);
+            RUNNING.store(false, Ordering::Relaxed);
+        }
+        ONCE.call_once(|| {
+            // SAFETY: registers a handler that only stores to two atomics
+            // (async-signal-safe); the other two hooks are absent.
+            unsafe {
+                libc::pthread_atfork(None, None, Some(in_child));
+            }
+        });
+    }
+
+    #[cfg(not(unix))]
+    fn register_fork_handler() {}
 }
 
 /// A clock moved only by [`ManualClock::advance`]; clones share one time.
@@ -224,6 +370,21 @@ mod tests {
             assert!(now >= last);
             assert!(coarse <= now, "coarse {coarse:?} ahead of {now:?}");
             last = now;
+        }
+    }
+
+    #[test]
+    fn c12_ticker_starts_on_first_reading_and_never_leads() {
+        // The first reading starts the ticker; its value appears soon after.
+        let mut waited = 0;
+        while ticker::recent() == 0 {
+            assert!(waited < 5_000, "the ticker never published a reading");
+            std::thread::sleep(Duration::from_millis(1));
+            waited += 1;
+        }
+        for _ in 0..1_000 {
+            let recent = ticker::recent();
+            assert!(recent <= precise(), "recent {recent} ahead of the clock");
         }
     }
 }
