@@ -3,7 +3,9 @@
 use crate::clock::{Clock, Instant, ManualClock, MonotonicClock};
 use crate::events::{Event, EventBus, EventKind};
 use crate::fallback::{DependencyUnavailable, Fallback, StaleCache, STALE_CACHE_CAPACITY};
-use crate::metrics::{bump, DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
+use crate::metrics::{
+    bump, DependencyMetrics, MetricsSnapshot, PartitionMetrics, Refused, State, Stats,
+};
 use crate::partition::{Partition, Resolved, Table, GLOBAL, OVERFLOW};
 use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
@@ -397,10 +399,16 @@ impl Dependency {
             backoff: config.backoff.map(|b| (b.multiplier, b.max)),
         };
         let parts = match config.isolation {
-            Isolation::Global => Parts::Global(CachePadded::new(Partition::new(
-                Word::FRESH,
-                window.map(|w| (w, crate::partition::window_stripes())),
-            ))),
+            Isolation::Global => {
+                let p = Partition::new(
+                    Word::FRESH,
+                    window.map(|w| (w, crate::partition::window_stripes())),
+                );
+                // Every caller meets the same open breaker: refusals are
+                // counted in per-thread stripes.
+                p.install_stats(Stats::striped());
+                Parts::Global(CachePadded::new(p))
+            }
             Isolation::Tenant => Parts::Tenant(Table::new(config.max_tenants, window)),
         };
         let stale = matches!(config.fallback, Fallback::Stale { .. })
@@ -567,18 +575,32 @@ impl Dependency {
     /// from one load of its word, with the decisions `machine::admit`
     /// makes for a closed word and for an open one whose period is not
     /// over; everything else is out of line.
-    #[inline]
+    #[inline(always)]
     fn answer(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
         if let (Parts::Global(p), None) = (&self.inner.parts, deadline) {
             let w = p.cell.load();
             if let Some(raw) = self.admit_closed(w) {
                 return Answer::admitted(raw);
             }
-            if let Some(retry_after) = self.refuse_open(p, w) {
-                return Answer::rejected(RejectReason::Open, Some(retry_after));
+            if w.phase() == Phase::Open {
+                return self.answer_open(p, w);
             }
         }
         self.admit_slow(tenant, deadline)
+    }
+
+    /// An open global word: refused here while the period runs, else the
+    /// general path. Out of line, so the closed path above stays small
+    /// enough to inline into every caller.
+    #[inline(never)]
+    fn answer_open(&self, p: &Partition, w: Word) -> Answer {
+        match self.refuse_open(p, w) {
+            Some(retry_ns) => Answer {
+                head: Answer::OPEN << Answer::KIND_SHIFT,
+                tail: retry_ns.min(Answer::NONE - 1),
+            },
+            None => self.admit_slow(None, None),
+        }
     }
 
     /// Rebuilds the public answer in the caller, from registers.
@@ -601,17 +623,17 @@ impl Dependency {
     /// An open global breaker whose period is not over, decided without
     /// the CAS loop: the tagged open-until, one coarse reading and
     /// `machine::still_open`, the same rule `machine::admit` applies.
-    /// Returns the retry-after of the refusal it counted.
+    /// Returns the retry-after (ns) of the refusal it counted.
     #[inline]
-    fn refuse_open(&self, p: &Partition, w: Word) -> Option<Duration> {
+    fn refuse_open(&self, p: &Partition, w: Word) -> Option<u64> {
         if w.phase() != Phase::Open {
             return None;
         }
         let until = p.cell.open_until(w.generation())?;
         let now = self.now_coarse();
-        let retry_after = machine::still_open(until, now)?;
+        let retry_after = machine::still_open_ns(until, now)?;
         let stats = p.stats();
-        bump(&stats.rejected_open_total);
+        stats.refused(Refused::Open);
         if stats.stuck_due(now) {
             self.check_stuck(0, p);
         }
@@ -703,7 +725,7 @@ impl Dependency {
                     let stats = part.stats();
                     let reason = match refusal {
                         Refusal::Open => {
-                            bump(&stats.rejected_open_total);
+                            stats.refused(Refused::Open);
                             // One load and compare; the announcement is cold.
                             if at.is_some_and(|now| stats.stuck_due(now)) {
                                 self.check_stuck(target.slot, part);
@@ -711,11 +733,11 @@ impl Dependency {
                             RejectReason::Open
                         }
                         Refusal::ProbeBudget => {
-                            bump(&stats.probe_rejects_total);
+                            stats.refused(Refused::ProbeBudget);
                             RejectReason::ProbeBudget
                         }
                         Refusal::ForcedOpen => {
-                            bump(&stats.forced_open_rejects_total);
+                            stats.refused(Refused::ForcedOpen);
                             RejectReason::ForcedOpen
                         }
                     };

@@ -7,7 +7,7 @@
 
 use crate::clock::Instant;
 use crate::state::word::Phase;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, CachePadded, Ordering};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -33,6 +33,9 @@ macro_rules! counters {
             pub(crate) stuck_announced: AtomicU64,
             /// When the current episode becomes stuck (C15), or `NO_EPISODE`.
             pub(crate) stuck_after: AtomicU64,
+            /// Per-thread stripes of the refusal counters (see [`Refused`]);
+            /// empty but for global partitions.
+            owned: Box<[CachePadded<[AtomicU64; REFUSED_KINDS]>]>,
         }
 
         impl Default for Stats {
@@ -43,13 +46,17 @@ macro_rules! counters {
                     episode_start: AtomicU64::new(NO_EPISODE),
                     stuck_announced: AtomicU64::new(NO_EPISODE),
                     stuck_after: AtomicU64::new(NO_EPISODE),
+                    owned: Box::default(),
                 }
             }
         }
 
         impl Stats {
-            /// Back to zero, for a recycled tenant slot.
+            /// Back to zero, for a recycled tenant slot. (Stats with owned
+            /// stripes belong to global partitions, which are never recycled:
+            /// a clear racing an owner's load and store could be lost.)
             pub(crate) fn clear(&self) {
+                debug_assert!(self.owned.is_empty());
                 $(self.$name.store(0, Ordering::Relaxed);)*
                 self.open_ns_total.store(0, Ordering::Relaxed);
                 self.episode_start.store(NO_EPISODE, Ordering::Relaxed);
@@ -84,7 +91,121 @@ pub(crate) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The refusals an open, half-open or forced-open breaker counts on every
+/// call: the counters that decide what a refusal costs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Refused {
+    Open = 0,
+    ProbeBudget = 1,
+    ForcedOpen = 2,
+}
+const REFUSED_KINDS: usize = 3;
+
+/// Threads that count refusals in stripes of their own; later threads
+/// share the locked counter.
+const OWNED_STRIPES: usize = if cfg!(loom) { 0 } else { 16 };
+
+/// Small per-thread indices, each held by at most one live thread at a
+/// time: a thread takes the lowest free one on first use and gives it back
+/// when it exits. Holding index `i` makes a thread the only writer of
+/// stripe `i` of every striped [`Stats`], so it counts there with a plain
+/// load and store (no locked instruction) and still exactly: the mutex
+/// orders the previous holder's last store before the next holder's
+/// first load.
+// Process-wide bookkeeping, not breaker state, and never under loom
+// (`OWNED_STRIPES` is 0 there): std's mutex.
+#[allow(clippy::disallowed_types)]
+mod thread_index {
+    use std::sync::Mutex;
+
+    struct Pool {
+        next: usize,
+        free: Vec<usize>,
+    }
+
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        next: 0,
+        free: Vec::new(),
+    });
+
+    /// A held index; dropped (returned) when its thread exits.
+    struct Held(usize);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            if let Ok(mut p) = POOL.lock() {
+                p.free.push(self.0);
+            }
+        }
+    }
+
+    fn take() -> Option<Held> {
+        let mut p = POOL.lock().ok()?;
+        if let Some(i) = p.free.pop() {
+            return Some(Held(i));
+        }
+        (p.next < super::OWNED_STRIPES).then(|| {
+            p.next += 1;
+            Held(p.next - 1)
+        })
+    }
+
+    thread_local!(static MINE: Option<Held> = take());
+
+    /// This thread's index, if it holds one (None also while the thread's
+    /// locals are being torn down).
+    #[inline]
+    pub(super) fn get() -> Option<usize> {
+        if super::OWNED_STRIPES == 0 {
+            return None;
+        }
+        MINE.try_with(|h| h.as_ref().map(|h| h.0)).ok().flatten()
+    }
+}
+
 impl Stats {
+    /// Counters whose refusal counts have per-thread stripes: for a global
+    /// partition, where every caller meets the same open breaker.
+    pub(crate) fn striped() -> Self {
+        Self {
+            owned: (0..OWNED_STRIPES)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Counts one refusal.
+    #[inline]
+    pub(crate) fn refused(&self, kind: Refused) {
+        if !self.owned.is_empty() {
+            if let Some(stripe) = thread_index::get().and_then(|i| self.owned.get(i)) {
+                let c = &stripe[kind as usize];
+                // This thread is the stripe's only writer (see
+                // `thread_index`): a load and a store count exactly.
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                return;
+            }
+        }
+        bump(match kind {
+            Refused::Open => &self.rejected_open_total,
+            Refused::ProbeBudget => &self.probe_rejects_total,
+            Refused::ForcedOpen => &self.forced_open_rejects_total,
+        });
+    }
+
+    /// Refusals of `kind` so far, every stripe included.
+    pub(crate) fn refused_total(&self, kind: Refused) -> u64 {
+        let shared = match kind {
+            Refused::Open => &self.rejected_open_total,
+            Refused::ProbeBudget => &self.probe_rejects_total,
+            Refused::ForcedOpen => &self.forced_open_rejects_total,
+        };
+        self.owned
+            .iter()
+            .map(|s| s[kind as usize].load(Ordering::Relaxed))
+            .fold(shared.load(Ordering::Relaxed), u64::wrapping_add)
+    }
     /// Accounts a transition into `to` at `now` (episodes, transition counts).
     pub(crate) fn on_transition(&self, from: Phase, to: Phase, now: Instant, bound: Duration) {
         match to {
@@ -236,6 +357,7 @@ impl PartitionMetrics {
     ) -> Self {
         let state = State::from_phase(phase);
         let get = |f: fn(&Stats) -> &AtomicU64| stats.map_or(0, |s| f(s).load(Ordering::Relaxed));
+        let refused = |kind| stats.map_or(0, |s| s.refused_total(kind));
         let episode = stats
             .and_then(Stats::episode_start)
             .filter(|_| matches!(state, State::Open | State::HalfOpen))
@@ -250,9 +372,9 @@ impl PartitionMetrics {
             opened_total: get(|s| &s.opened_total),
             half_opened_total: get(|s| &s.half_opened_total),
             closed_total: get(|s| &s.closed_total),
-            rejected_open_total: get(|s| &s.rejected_open_total),
-            probe_rejects_total: get(|s| &s.probe_rejects_total),
-            forced_open_rejects_total: get(|s| &s.forced_open_rejects_total),
+            rejected_open_total: refused(Refused::Open),
+            probe_rejects_total: refused(Refused::ProbeBudget),
+            forced_open_rejects_total: refused(Refused::ForcedOpen),
             deadline_expired_total: get(|s| &s.deadline_expired_total),
             failures_total: get(|s| &s.failures_total),
             cancelled_total: get(|s| &s.cancelled_total),

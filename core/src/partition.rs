@@ -279,14 +279,20 @@ impl Partition {
     }
 
     /// The counters, allocating them on first use.
+    #[inline]
     pub(crate) fn stats(&self) -> &Stats {
         // Acquire: pairs with the Release of the CAS that installed it.
         let p = self.stats.load(Ordering::Acquire);
         if !p.is_null() {
-            // SAFETY: non-null means installed by the CAS below from a live
-            // Box; it is freed only in Drop, which needs `&mut self`.
+            // SAFETY: non-null means installed by the CAS in `first_stats`
+            // from a live Box; it is freed only in Drop, which needs `&mut self`.
             return unsafe { &*p };
         }
+        self.first_stats()
+    }
+
+    #[cold]
+    fn first_stats(&self) -> &Stats {
         let fresh = Box::into_raw(Box::default());
         // AcqRel: publish the initialised block / see the winner's.
         match self.stats.compare_exchange(
@@ -303,6 +309,25 @@ impl Partition {
                 // SAFETY: `winner` is the installed block; see above.
                 unsafe { &*winner }
             }
+        }
+    }
+
+    /// Installs `stats` as the counters unless some already are.
+    pub(crate) fn install_stats(&self, stats: Stats) {
+        let fresh = Box::into_raw(Box::new(stats));
+        // AcqRel: as in `stats`.
+        if self
+            .stats
+            .compare_exchange(
+                std::ptr::null_mut(),
+                fresh,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: `fresh` lost the race and was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
         }
     }
 

@@ -642,3 +642,40 @@ fn c9_churn_through_a_one_slot_table_always_finishes() {
         "one slot plus <overflow>"
     );
 }
+
+#[test]
+fn c14_refusals_counted_exactly_by_more_threads_than_stripes() {
+    // Global refusal counters have per-thread stripes for the first few
+    // threads; later threads share the locked counter, and exiting threads
+    // hand their stripe on. Every refusal must be counted once either way.
+    let (bank, _clock) = two();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, None, 2);
+    let refuse = |threads: usize, each: u64, why: RejectReason| {
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..each {
+                        let r = rejected(email.admit(None, None).unwrap());
+                        assert_eq!(r.reason, why);
+                    }
+                });
+            }
+        });
+    };
+    let open_refusals =
+        |bank: &Bank| bank.metrics().dependencies[1].partitions[0].rejected_open_total;
+    refuse(24, 1_000, RejectReason::Open);
+    assert_eq!(open_refusals(&bank), 24_000);
+    // A second wave takes over the stripes of the first, counts preserved.
+    refuse(24, 500, RejectReason::Open);
+    assert_eq!(open_refusals(&bank), 36_000);
+    email.force_open(None);
+    refuse(3, 100, RejectReason::ForcedOpen);
+    let m = bank.metrics();
+    assert_eq!(
+        m.dependencies[1].partitions[0].forced_open_rejects_total,
+        300
+    );
+    assert_eq!(m.dependencies[1].partitions[0].rejected_open_total, 36_000);
+}

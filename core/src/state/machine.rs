@@ -219,7 +219,14 @@ fn take_probe_within(half: Word, policy: &Policy, changed: bool) -> (Option<Word
 /// coarse clock): it can only keep the breaker open a little longer.
 #[inline]
 pub fn still_open(until: Instant, now: Instant) -> Option<Duration> {
-    (now < until).then(|| until.saturating_duration_since(now))
+    still_open_ns(until, now).map(Duration::from_nanos)
+}
+
+/// [`still_open`] in nanoseconds, for paths that carry the answer as a
+/// number.
+#[inline(always)]
+pub fn still_open_ns(until: Instant, now: Instant) -> Option<u64> {
+    (now < until).then(|| until.as_nanos() - now.as_nanos())
 }
 
 /// Whether a transition happened during [`admit`] (Open → HalfOpen).
