@@ -833,7 +833,7 @@ impl Dependency {
             .on_transition(t.from, t.to, now, inner.config.recovery_bound);
         if t.from == Phase::Closed && t.to == Phase::Open {
             if let Some(w) = &part.window {
-                w.clear();
+                w.clear_at(now.as_nanos());
             }
         }
         inner.events.emit(|| Event {

@@ -7,7 +7,7 @@
 
 use crate::clock::Instant;
 use crate::state::word::Phase;
-use crate::sync::{AtomicU64, CachePadded, Ordering};
+use crate::sync::{thread_index, AtomicU64, CachePadded, Ordering};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -101,74 +101,12 @@ pub(crate) enum Refused {
 }
 const REFUSED_KINDS: usize = 3;
 
-/// Threads that count refusals in stripes of their own; later threads
-/// share the locked counter.
-const OWNED_STRIPES: usize = if cfg!(loom) { 0 } else { 16 };
-
-/// Small per-thread indices, each held by at most one live thread at a
-/// time: a thread takes the lowest free one on first use and gives it back
-/// when it exits. Holding index `i` makes a thread the only writer of
-/// stripe `i` of every striped [`Stats`], so it counts there with a plain
-/// load and store (no locked instruction) and still exactly: the mutex
-/// orders the previous holder's last store before the next holder's
-/// first load.
-// Process-wide bookkeeping, not breaker state, and never under loom
-// (`OWNED_STRIPES` is 0 there): std's mutex.
-#[allow(clippy::disallowed_types)]
-mod thread_index {
-    use std::sync::Mutex;
-
-    struct Pool {
-        next: usize,
-        free: Vec<usize>,
-    }
-
-    static POOL: Mutex<Pool> = Mutex::new(Pool {
-        next: 0,
-        free: Vec::new(),
-    });
-
-    /// A held index; dropped (returned) when its thread exits.
-    struct Held(usize);
-
-    impl Drop for Held {
-        fn drop(&mut self) {
-            if let Ok(mut p) = POOL.lock() {
-                p.free.push(self.0);
-            }
-        }
-    }
-
-    fn take() -> Option<Held> {
-        let mut p = POOL.lock().ok()?;
-        if let Some(i) = p.free.pop() {
-            return Some(Held(i));
-        }
-        (p.next < super::OWNED_STRIPES).then(|| {
-            p.next += 1;
-            Held(p.next - 1)
-        })
-    }
-
-    thread_local!(static MINE: Option<Held> = take());
-
-    /// This thread's index, if it holds one (None also while the thread's
-    /// locals are being torn down).
-    #[inline]
-    pub(super) fn get() -> Option<usize> {
-        if super::OWNED_STRIPES == 0 {
-            return None;
-        }
-        MINE.try_with(|h| h.as_ref().map(|h| h.0)).ok().flatten()
-    }
-}
-
 impl Stats {
     /// Counters whose refusal counts have per-thread stripes: for a global
     /// partition, where every caller meets the same open breaker.
     pub(crate) fn striped() -> Self {
         Self {
-            owned: (0..OWNED_STRIPES)
+            owned: (0..thread_index::MAX)
                 .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
             ..Self::default()

@@ -103,3 +103,68 @@ pub(crate) fn spin_hint() {
     #[cfg(not(loom))]
     std::hint::spin_loop();
 }
+
+/// Small per-thread indices, each held by at most one live thread at a
+/// time: a thread takes the lowest free one on first use and gives it back
+/// when it exits; at most [`MAX`](thread_index::MAX) are out at once, and
+/// later threads get none. Holding index `i` makes a thread the only
+/// writer of stripe `i` of a per-thread striped counter, so it can count
+/// there with a plain load and store (no locked instruction) and still
+/// exactly: the pool's mutex orders the previous holder's last store
+/// before the next holder's first load.
+///
+/// Process-wide bookkeeping, not breaker state, and switched off under
+/// loom (`MAX` is 0 there): std's mutex.
+#[allow(clippy::disallowed_types)]
+pub(crate) mod thread_index {
+    use std::sync::Mutex;
+
+    /// Indices handed out at most.
+    pub(crate) const MAX: usize = if cfg!(loom) { 0 } else { 16 };
+
+    struct Pool {
+        next: usize,
+        free: Vec<usize>,
+    }
+
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        next: 0,
+        free: Vec::new(),
+    });
+
+    /// A held index; given back when its thread exits.
+    struct Held(usize);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            if let Ok(mut p) = POOL.lock() {
+                p.free.push(self.0);
+            }
+        }
+    }
+
+    fn take() -> Option<Held> {
+        let mut p = POOL.lock().ok()?;
+        // The lowest free index: stripe counts sized by the core count
+        // (below MAX) then serve the threads that are running.
+        if let Some(at) = (0..p.free.len()).min_by_key(|&k| p.free[k]) {
+            return Some(Held(p.free.swap_remove(at)));
+        }
+        (p.next < MAX).then(|| {
+            p.next += 1;
+            Held(p.next - 1)
+        })
+    }
+
+    thread_local!(static MINE: Option<Held> = take());
+
+    /// This thread's index, if it holds one (none also while the thread's
+    /// locals are being torn down).
+    #[inline]
+    pub(crate) fn get() -> Option<usize> {
+        if MAX == 0 {
+            return None;
+        }
+        MINE.try_with(|h| h.as_ref().map(|h| h.0)).ok().flatten()
+    }
+}
