@@ -49,8 +49,15 @@
 //! ## Cost on the healthy path
 //! - `consecutive_failures`: admit is one atomic load; recording a success
 //!   is one load, and a write only when failures were counted. No clock read.
-//! - `failure_rate`: every record reads the clock and updates one window
-//!   bucket (a compare-and-swap on the partition's window).
+//! - `failure_rate`: every record reads the coarse clock (one load) and
+//!   counts into one window bucket: a plain load and store in the calling
+//!   thread's own copy of a global window (one per core), a
+//!   compare-and-swap otherwise.
+//! - an open breaker's refusal: one load of the word, one of its open-until,
+//!   one of the coarse clock (refreshed every millisecond by a background
+//!   thread that runs only while refusals need it), and the refusal count
+//!   (a plain load and store in the thread's own stripe for a global
+//!   breaker; a locked add otherwise).
 //! - `slow_call`: two clock reads per call (admit and record).
 //! - tenant isolation: a hash of the tenant id and a lock-free shard lookup
 //!   (an epoch pin) per admission.
