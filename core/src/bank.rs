@@ -694,6 +694,18 @@ impl Dependency {
             }
             let owner = target.owner;
             let part = target.part;
+            // A closed partition of this tenant admits on one load, as a
+            // global one does: the decision `machine::admit` makes for a
+            // closed word, with the same ownership check as the CAS loop.
+            let w = part.cell.load();
+            if let Some(raw) = self.admit_closed(w) {
+                if owner == 0 || part.owned_by(w, owner) {
+                    return Answer::admitted(RawPermit {
+                        slot: target.slot,
+                        ..raw
+                    });
+                }
+            }
             let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
                 owner == 0 || part.owned_by(w, owner)
             }) else {
