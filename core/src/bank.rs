@@ -656,14 +656,22 @@ impl Dependency {
     /// counted changes nothing (`machine::record`'s `(None, Applied)`).
     #[inline(always)]
     fn record_fast(&self, raw: RawPermit, outcome: Outcome) {
-        if outcome == Outcome::Success && self.inner.quiet_success && !raw.probe {
-            if let Some(part) = self.partition_by_slot(raw.slot) {
-                if part.cell.load().is_quiet_closed(raw.generation) {
-                    return;
-                }
-            }
+        if !self.quiet(raw, outcome) {
+            self.record_cold(raw, outcome);
         }
-        self.record_cold(raw, outcome);
+    }
+
+    /// Whether recording `outcome` for `raw` would change nothing: a
+    /// success under the consecutive policy (no `slow_call`) on a closed
+    /// word of its generation with no failures counted. One load.
+    #[inline(always)]
+    fn quiet(&self, raw: RawPermit, outcome: Outcome) -> bool {
+        outcome == Outcome::Success
+            && self.inner.quiet_success
+            && !raw.probe
+            && self
+                .partition_by_slot(raw.slot)
+                .is_some_and(|part| part.cell.load().is_quiet_closed(raw.generation))
     }
 
     /// Everything but the quiet success, kept out of line so the fast path
@@ -772,6 +780,9 @@ impl Dependency {
     /// Returns the outcome as counted: a success at least `slow_call` long
     /// is a failure (C5).
     pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
+        if self.quiet(permit, outcome) {
+            return outcome;
+        }
         let inner = &*self.inner;
         let Some(part) = self.partition_by_slot(permit.slot) else {
             return outcome;
