@@ -657,7 +657,7 @@ impl Dependency {
     #[inline(always)]
     fn record_fast(&self, raw: RawPermit, outcome: Outcome) {
         if !self.quiet(raw, outcome) {
-            self.record_cold(raw, outcome);
+            self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
         }
     }
 
@@ -676,8 +676,23 @@ impl Dependency {
 
     /// Everything but the quiet success, kept out of line so the fast path
     /// above stays a few instructions in the caller.
+    /// (The permit in scalars: passed in registers, so the caller need not
+    /// spill it to memory on the fast path just in case.)
     #[inline(never)]
-    fn record_cold(&self, raw: RawPermit, outcome: Outcome) {
+    fn record_cold(
+        &self,
+        slot: u32,
+        generation: u32,
+        probe: bool,
+        started_ns: u64,
+        outcome: Outcome,
+    ) {
+        let raw = RawPermit {
+            slot,
+            generation,
+            probe,
+            started_ns,
+        };
         let _ = self.record_raw(raw, outcome);
     }
 
