@@ -1114,13 +1114,19 @@ impl Dependency {
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         // A panic in `f` drops the permit, which records `Cancelled` (C13).
-        match self
-            .admit(tenant, deadline)
-            .map_err(|_| CallError::TenantRequired)?
-        {
-            Decision::Admitted(p) => finish(p, f()),
-            Decision::Rejected(r) => self.reject_to_error(tenant, &r),
+        match self.admit(tenant, deadline) {
+            Ok(Decision::Admitted(p)) => finish(p, f()),
+            Ok(Decision::Rejected(r)) => self.refused(tenant, &r),
+            Err(_) => Err(CallError::TenantRequired),
         }
+    }
+
+    /// `call`'s error for a refusal. Out of line: built in the caller, the
+    /// error's value was merged with the admitted path's result through
+    /// the stack, which cost the healthy call more than the breaker did.
+    #[inline(never)]
+    fn refused<T, E>(&self, tenant: Option<&str>, r: &Rejection<'_>) -> Result<T, CallError<E>> {
+        self.reject_to_error(tenant, r)
     }
 
     /// Like [`call`](Self::call), with a stale-cache key and a degraded
