@@ -4,7 +4,7 @@ use crate::clock::{Clock, Instant, ManualClock, MonotonicClock};
 use crate::events::{Event, EventBus, EventKind};
 use crate::fallback::{DependencyUnavailable, Fallback, StaleCache, STALE_CACHE_CAPACITY};
 use crate::metrics::{
-    bump, DependencyMetrics, MetricsSnapshot, PartitionMetrics, Refused, State, Stats,
+    bump, DependencyMetrics, Hot, MetricsSnapshot, PartitionMetrics, State, Stats,
 };
 use crate::partition::{Partition, Resolved, Table, GLOBAL, OVERFLOW};
 use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
@@ -633,7 +633,7 @@ impl Dependency {
         let now = self.now_coarse();
         let retry_after = machine::still_open_ns(until, now)?;
         let stats = p.stats();
-        stats.refused(Refused::Open);
+        stats.hot(Hot::Open);
         if stats.stuck_due(now) {
             self.check_stuck(0, p);
         }
@@ -760,7 +760,7 @@ impl Dependency {
                     let stats = part.stats();
                     let reason = match refusal {
                         Refusal::Open => {
-                            stats.refused(Refused::Open);
+                            stats.hot(Hot::Open);
                             // One load and compare; the announcement is cold.
                             if at.is_some_and(|now| stats.stuck_due(now)) {
                                 self.check_stuck(target.slot, part);
@@ -768,11 +768,11 @@ impl Dependency {
                             RejectReason::Open
                         }
                         Refusal::ProbeBudget => {
-                            stats.refused(Refused::ProbeBudget);
+                            stats.hot(Hot::ProbeBudget);
                             RejectReason::ProbeBudget
                         }
                         Refusal::ForcedOpen => {
-                            stats.refused(Refused::ForcedOpen);
+                            stats.hot(Hot::ForcedOpen);
                             RejectReason::ForcedOpen
                         }
                     };
@@ -849,7 +849,7 @@ impl Dependency {
         match r {
             Recorded::Late => bump(&part.stats().late_records_total),
             Recorded::Applied | Recorded::Transition(_) => match verdict {
-                Verdict::Failure => bump(&part.stats().failures_total),
+                Verdict::Failure => part.stats().hot(Hot::Failure),
                 Verdict::Cancelled => bump(&part.stats().cancelled_total),
                 Verdict::Success => {}
             },

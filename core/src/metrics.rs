@@ -33,9 +33,9 @@ macro_rules! counters {
             pub(crate) stuck_announced: AtomicU64,
             /// When the current episode becomes stuck (C15), or `NO_EPISODE`.
             pub(crate) stuck_after: AtomicU64,
-            /// Per-thread stripes of the refusal counters (see [`Refused`]);
+            /// Per-thread stripes of the hot counters (see [`Hot`]);
             /// empty but for global partitions.
-            owned: Box<[CachePadded<[AtomicU64; REFUSED_KINDS]>]>,
+            owned: Box<[CachePadded<[AtomicU64; HOT_KINDS]>]>,
         }
 
         impl Default for Stats {
@@ -91,19 +91,21 @@ pub(crate) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The refusals an open, half-open or forced-open breaker counts on every
-/// call: the counters that decide what a refusal costs.
+/// The counters a breaker bumps on every call of a kind that can come in
+/// floods: refusals of an open, half-open or forced-open breaker, and the
+/// failures before a trip. They decide what those calls cost.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Refused {
+pub(crate) enum Hot {
     Open = 0,
     ProbeBudget = 1,
     ForcedOpen = 2,
+    Failure = 3,
 }
-const REFUSED_KINDS: usize = 3;
+const HOT_KINDS: usize = 4;
 
 impl Stats {
-    /// Counters whose refusal counts have per-thread stripes: for a global
-    /// partition, where every caller meets the same open breaker.
+    /// Counters whose hot counts have per-thread stripes: for a global
+    /// partition, where every caller meets the same breaker.
     pub(crate) fn striped() -> Self {
         Self {
             owned: (0..thread_index::MAX)
@@ -113,9 +115,9 @@ impl Stats {
         }
     }
 
-    /// Counts one refusal.
+    /// Counts one call of a hot `kind`.
     #[inline]
-    pub(crate) fn refused(&self, kind: Refused) {
+    pub(crate) fn hot(&self, kind: Hot) {
         if !self.owned.is_empty() {
             if let Some(stripe) = thread_index::get().and_then(|i| self.owned.get(i)) {
                 let c = &stripe[kind as usize];
@@ -126,18 +128,20 @@ impl Stats {
             }
         }
         bump(match kind {
-            Refused::Open => &self.rejected_open_total,
-            Refused::ProbeBudget => &self.probe_rejects_total,
-            Refused::ForcedOpen => &self.forced_open_rejects_total,
+            Hot::Open => &self.rejected_open_total,
+            Hot::ProbeBudget => &self.probe_rejects_total,
+            Hot::ForcedOpen => &self.forced_open_rejects_total,
+            Hot::Failure => &self.failures_total,
         });
     }
 
-    /// Refusals of `kind` so far, every stripe included.
-    pub(crate) fn refused_total(&self, kind: Refused) -> u64 {
+    /// Calls of a hot `kind` so far, every stripe included.
+    pub(crate) fn hot_total(&self, kind: Hot) -> u64 {
         let shared = match kind {
-            Refused::Open => &self.rejected_open_total,
-            Refused::ProbeBudget => &self.probe_rejects_total,
-            Refused::ForcedOpen => &self.forced_open_rejects_total,
+            Hot::Open => &self.rejected_open_total,
+            Hot::ProbeBudget => &self.probe_rejects_total,
+            Hot::ForcedOpen => &self.forced_open_rejects_total,
+            Hot::Failure => &self.failures_total,
         };
         self.owned
             .iter()
@@ -295,7 +299,7 @@ impl PartitionMetrics {
     ) -> Self {
         let state = State::from_phase(phase);
         let get = |f: fn(&Stats) -> &AtomicU64| stats.map_or(0, |s| f(s).load(Ordering::Relaxed));
-        let refused = |kind| stats.map_or(0, |s| s.refused_total(kind));
+        let hot = |kind| stats.map_or(0, |s| s.hot_total(kind));
         let episode = stats
             .and_then(Stats::episode_start)
             .filter(|_| matches!(state, State::Open | State::HalfOpen))
@@ -310,11 +314,11 @@ impl PartitionMetrics {
             opened_total: get(|s| &s.opened_total),
             half_opened_total: get(|s| &s.half_opened_total),
             closed_total: get(|s| &s.closed_total),
-            rejected_open_total: refused(Refused::Open),
-            probe_rejects_total: refused(Refused::ProbeBudget),
-            forced_open_rejects_total: refused(Refused::ForcedOpen),
+            rejected_open_total: hot(Hot::Open),
+            probe_rejects_total: hot(Hot::ProbeBudget),
+            forced_open_rejects_total: hot(Hot::ForcedOpen),
             deadline_expired_total: get(|s| &s.deadline_expired_total),
-            failures_total: get(|s| &s.failures_total),
+            failures_total: hot(Hot::Failure),
             cancelled_total: get(|s| &s.cancelled_total),
             late_records_total: get(|s| &s.late_records_total),
             fallback_stale_total: get(|s| &s.fallback_stale_total),

@@ -679,3 +679,32 @@ fn c14_refusals_counted_exactly_by_more_threads_than_stripes() {
     );
     assert_eq!(m.dependencies[1].partitions[0].rejected_open_total, 36_000);
 }
+
+#[test]
+fn c14_failures_counted_exactly_by_more_threads_than_stripes() {
+    let bank = Bank::new(
+        Profile::from_yaml(
+            "dependencies:
+  flaky_client:
+    isolation: global
+    trip: {consecutive_failures: 1000000}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: FLAKY}
+    recovery_bound: 1m
+",
+        )
+        .unwrap(),
+    );
+    let flaky = bank.dependency("flaky_client").unwrap();
+    for _wave in 0..2 {
+        std::thread::scope(|s| {
+            for _ in 0..20 {
+                s.spawn(|| fail(&flaky, None, 600));
+            }
+        });
+    }
+    let p = &bank.metrics().dependencies[0].partitions[0];
+    assert_eq!(p.state, State::Closed);
+    assert_eq!(p.failures_total, 24_000);
+}
