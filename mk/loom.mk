@@ -2,8 +2,11 @@
 #
 #   make loom        every model at LOOM_MAX_PREEMPTIONS=2 (part of `make test`;
 #                    about 3.5 min on 2 cores, build included)
-#   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3 (much longer;
-#                    run by hand before touching state/ or partition.rs)
+#   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3, and the
+#                    ignored ones (much longer; run by hand before touching
+#                    state/ or partition.rs)
+#   make loom-index  only the tenant-index model (about 5 min; ignored by
+#                    `make loom`, see loom-tests/tests/loom_models/c9.rs)
 #
 # Both cfgs are needed: `--cfg loom` switches core/src/sync.rs to loom, and
 # `--cfg crossbeam_loom` does the same inside crossbeam-epoch (without it a
@@ -15,10 +18,13 @@ LOOM_RUSTFLAGS ?= --cfg loom --cfg crossbeam_loom
 LOOM_CARGO = RUSTFLAGS="$(LOOM_RUSTFLAGS)" CARGO_TARGET_DIR=$(LOOM_TARGET_DIR) \
 	$(CARGO) test --release -p breakerbank-loom-tests --test loom_models
 
-.PHONY: loom loom-deep
+.PHONY: loom loom-deep loom-index
 
 loom:
 	LOOM_MAX_PREEMPTIONS=2 $(LOOM_CARGO) -- --nocapture
 
 loom-deep:
-	LOOM_MAX_PREEMPTIONS=3 $(LOOM_CARGO) -- --nocapture
+	LOOM_MAX_PREEMPTIONS=3 $(LOOM_CARGO) -- --nocapture --include-ignored
+
+loom-index:
+	LOOM_MAX_PREEMPTIONS=2 $(LOOM_CARGO) -- --nocapture --ignored c9_index

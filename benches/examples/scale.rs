@@ -7,8 +7,10 @@
 //! each pass makes 1M admit + record-success calls, visiting the
 //! tenants in a scattered but fixed order (index += a large prime, mod N)
 //! so neither the hash shards nor the partition arena are walked in
-//! memory order. Tenant ids are 9 bytes (`t` + 8 hex digits), written into
-//! a stack buffer per call; the `id_floor` line is that loop alone.
+//! memory order. Tenant ids are 9 bytes (`t` + 8 letters), written into
+//! a stack buffer per call; the `id_floor` line is that loop alone. One
+//! more row repeats 100k tenants with 36-byte, UUID-shaped ids: too long
+//! for the partition to keep, so every lookup takes the shard path.
 //! The median pass is reported.
 //!
 //! Memory: live heap bytes (allocated minus freed) counted by the global
@@ -23,7 +25,7 @@
 #![allow(clippy::disallowed_types)]
 
 use breakerbank::{Decision, Dependency, Outcome};
-use breakerbank_benches::{bank, tenant_id, tenant_yaml};
+use breakerbank_benches::{bank, long_tenant_id, tenant_id, tenant_yaml};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,6 +112,16 @@ const CALLS_PER_PASS: u64 = 1_000_000;
 /// A stride coprime with every N used here (all are 2^a·5^b).
 const STRIDE: u64 = 1_000_003;
 
+/// Tenant `i`'s id, short or UUID-shaped, in the caller's buffers.
+#[inline]
+fn id<'a>(i: u32, long_ids: bool, buf: &'a mut [u8; 9], long: &'a mut [u8; 36]) -> &'a str {
+    if long_ids {
+        long_tenant_id(i, long)
+    } else {
+        tenant_id(i, buf)
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -157,13 +169,22 @@ fn main() {
     });
     println!("id_floor: {floor:.1} ns per id (the loop and the id alone)");
     println!(
-        "{:>9}  {:>10}  {:>12}  {:>12}  {:>14}  {:>10}",
-        "tenants", "ns/call", "insert ns", "bytes/tenant", "w/ table/tenant", "peak MB"
+        "{:>9}  {:>8}  {:>10}  {:>12}  {:>12}  {:>14}  {:>10}",
+        "tenants", "id bytes", "ns/call", "insert ns", "bytes/tenant", "w/ table/tenant", "peak MB"
     );
-    for n in [1u32, 1_000, 100_000, 1_000_000] {
+    let mut long = [0u8; 36];
+    let rows = [
+        (1u32, false),
+        (1_000, false),
+        (100_000, false),
+        (100_000, true),
+        (1_000_000, false),
+    ];
+    for (n, long_ids) in rows {
         if n > max {
             break;
         }
+
         flush_epoch();
         let before_bank = live();
         let (_bank, dep) = bank(&tenant_yaml(n));
@@ -171,7 +192,7 @@ fn main() {
         PEAK.store(before, Ordering::Relaxed);
         let t0 = Instant::now();
         for i in 0..n {
-            call(&dep, tenant_id(i, &mut buf));
+            call(&dep, id(i, long_ids, &mut buf, &mut long));
         }
         let insert_ns = t0.elapsed().as_nanos() as f64 / f64::from(n);
         let peak = PEAK.load(Ordering::Relaxed);
@@ -179,10 +200,13 @@ fn main() {
         let after = live();
         let per = (after - before) as f64 / f64::from(n);
         let per_with_table = (after - before_bank) as f64 / f64::from(n);
-        let ns = time_passes(n, passes, |i| call(&dep, tenant_id(i, &mut buf)));
+        let ns = time_passes(n, passes, |i| {
+            call(&dep, id(i, long_ids, &mut buf, &mut long))
+        });
         println!(
-            "{:>9}  {:>10.1}  {:>12.0}  {:>12.0}  {:>14.0}  {:>10.1}",
+            "{:>9}  {:>8}  {:>10.1}  {:>12.0}  {:>12.0}  {:>14.0}  {:>10.1}",
             n,
+            if long_ids { 36 } else { 9 },
             ns,
             insert_ns,
             per,

@@ -59,8 +59,10 @@
 //!   (a plain load and store in the thread's own stripe for a global
 //!   breaker; a locked add otherwise).
 //! - `slow_call`: two clock reads per call (admit and record).
-//! - tenant isolation: a hash of the tenant id and a lock-free shard lookup
-//!   (an epoch pin) per admission.
+//! - tenant isolation: a hash of the tenant id and one line of the tenant
+//!   index, confirmed on the partition (ids up to 15 bytes); longer ids,
+//!   and the first call after an index miss, take the shard lookup (an
+//!   epoch pin).
 //!
 //! The contract's clauses (C1…C16) are cited in the docs and tests.
 

@@ -5,9 +5,14 @@
 //! for the table's lifetime and a permit can name its partition by slot
 //! index (no reference count per call). The tenant-id → slot map is split
 //! into shards; each shard is an immutable hash table behind a
-//! `crossbeam_epoch::Atomic`. Lookups pin the epoch and read: no lock, no
-//! allocation. Inserting or removing a tenant copies its shard and swaps it
-//! in with one compare-and-swap; the old shard is reclaimed by epoch.
+//! `crossbeam_epoch::Atomic`. Inserting or removing a tenant copies its
+//! shard and swaps it in with one compare-and-swap; the old shard is
+//! reclaimed by epoch. In front of the shards sits the tenant index, a
+//! fixed array of `tag | slot` hints (see `Index`): a lookup of an id of
+//! up to 15 bytes reads one line of hints and confirms the hit on the
+//! partition itself, which keeps such an id beside its owner tag; no pin,
+//! no shard. Longer ids, and hints that are missing or stale, go to the
+//! shards (pin the epoch and read). Either way no lock, no allocation.
 //!
 //! Eviction recycles a slot. The evictor first moves the slot's word from
 //! an idle (or closed) word to `Vacant` with a new generation (one CAS that
@@ -25,14 +30,16 @@
 //! never takes an open, half-open or forced-open one. When nothing is
 //! evictable the tenant is served by the dependency's overflow partition.
 //!
-//! Memory: a partition is 48 bytes in the arena; its tenant id lives once,
-//! in its shard entry (inline up to 22 bytes, shared beyond, with the id's
-//! hash so rebuilding a shard never rehashes), and its counters are
-//! allocated only once something non-healthy happens to it. Shards are
-//! rebuilt compactly on every change, so their size follows the live
-//! count. Measured in `core/tests/memory.rs`: about 116 bytes per healthy
-//! partition with a 12-byte tenant id, all told; about 1.2 MB for a
-//! 10,000-tenant table, flat through a flood of 1,000,000 distinct ids.
+//! Memory: a partition is one 64-byte cache line in the arena; its shard
+//! entry is 32 bytes (the id packed in two words up to 15 bytes, shared
+//! beyond, with the id's hash so rebuilding a shard never rehashes); the
+//! index adds 6 bytes per `max_tenants`; counters are allocated only once
+//! something non-healthy happens to a partition. Shards are rebuilt
+//! compactly on every change, so their size follows the live count.
+//! Measured in `core/tests/memory.rs`: about 126 bytes per healthy
+//! partition with a 12-byte tenant id, all told (table skeleton included);
+//! about 1.2 MB for a 10,000-tenant table, flat through a flood of
+//! 1,000,000 distinct ids.
 
 use crate::metrics::Stats;
 use crate::state::cell::Cell;
@@ -282,6 +289,9 @@ pub struct Partition {
     owner: AtomicU64,
     /// Table tick of the last admission, for LRU eviction.
     last_used: AtomicU64,
+    /// The owner's id when it is short (see [`pack_key`]), else zeros: lets
+    /// a lookup through the tenant index confirm the id without a pin.
+    key: [AtomicU64; 2],
     /// Counters, allocated on the first non-healthy event.
     stats: AtomicPtr<Stats>,
     /// Failure-rate window, for the failure-rate policy.
@@ -305,6 +315,7 @@ impl Partition {
             cell: Cell::new(word),
             owner: AtomicU64::new(0),
             last_used: AtomicU64::new(0),
+            key: [AtomicU64::new(0), AtomicU64::new(0)],
             stats: AtomicPtr::new(std::ptr::null_mut()),
             window: window.map(|(w, stripes)| Box::new(Window::new(w, stripes))),
         }
@@ -388,15 +399,27 @@ impl Partition {
         }
     }
 
-    fn set_owner(&self, owner: u64) {
+    fn set_owner(&self, owner: u64, key: [u64; 2]) {
         if let Some(s) = self.stats_if_any() {
             s.clear();
         }
         if let Some(w) = &self.window {
             w.clear();
         }
-        // Release: ordered before the word store that hands the slot over.
+        // Release: ordered before the word store that hands the slot over,
+        // and after the vacating CAS, so a reader that sees these key words
+        // then sees that CAS (or later) when it loads the word again.
+        self.key[0].store(key[0], Ordering::Release);
+        self.key[1].store(key[1], Ordering::Release);
         self.owner.store(owner, Ordering::Release);
+    }
+
+    /// Whether the short id kept in the partition is `key`.
+    #[inline]
+    fn key_is(&self, key: [u64; 2]) -> bool {
+        // Acquire: see `set_owner`.
+        self.key[0].load(Ordering::Acquire) == key[0]
+            && self.key[1].load(Ordering::Acquire) == key[1]
     }
 }
 
@@ -416,56 +439,245 @@ type TableHasher = foldhash::fast::RandomState;
 #[cfg(loom)]
 type TableHasher = foldhash::fast::FixedState;
 
-/// Tenant ids up to this many bytes live inside the shard entry.
-const INLINE_KEY: usize = 22;
+/// Longest tenant id a partition keeps itself (see [`pack_key`]).
+const PART_KEY: usize = 15;
 
-/// A tenant id as a shard stores it: inline when short (no allocation, no
-/// pointer to chase on lookup, a plain copy when the shard is rebuilt),
-/// shared otherwise.
-#[derive(Clone)]
-enum TenantKey {
-    Inline { len: u8, bytes: [u8; INLINE_KEY] },
-    Shared(StdArc<str>),
+/// A tenant id of 1 to [`PART_KEY`] bytes as two words: the bytes, zero
+/// padded, little-endian, with the length in the last byte. Never all
+/// zeros, which a partition holds when its owner's id is longer (or it has
+/// none). Built from overlapping loads rather than a copy into a buffer:
+/// reading a buffer back as words right after byte-wise stores into it
+/// stalls store forwarding, a third of a short lookup's time.
+#[inline]
+fn pack_key(tenant: &str) -> Option<[u64; 2]> {
+    let b = tenant.as_bytes();
+    let n = b.len();
+    let word = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    };
+    let half = |at: usize| -> Option<u64> {
+        Some(u64::from(u32::from_le_bytes(
+            b.get(at..at + 4)?.try_into().ok()?,
+        )))
+    };
+    let byte = |at: usize| -> Option<u64> { b.get(at).map(|&x| u64::from(x)) };
+    // Overlapping reads put equal bytes in equal places, so OR joins them.
+    let (lo, hi) = match n {
+        0 => return None,
+        1..=3 => (
+            byte(0)? | byte(n / 2)? << (8 * (n / 2)) | byte(n - 1)? << (8 * (n - 1)),
+            0,
+        ),
+        4..=7 => (half(0)? | half(n - 4)? << (8 * (n - 4)), 0),
+        8 => (word(0)?, 0),
+        9..=PART_KEY => (word(0)?, word(n - 8)? >> (8 * (16 - n))),
+        _ => return None,
+    };
+    Some([lo, hi | (n as u64) << 56])
 }
 
-impl TenantKey {
-    fn new(tenant: &str) -> Self {
-        let b = tenant.as_bytes();
-        if b.len() <= INLINE_KEY {
-            let mut bytes = [0u8; INLINE_KEY];
-            bytes[..b.len()].copy_from_slice(b);
-            TenantKey::Inline {
-                len: b.len() as u8,
-                bytes,
+/// Cells per index bucket: one cache line. One under loom, to keep the
+/// models' interleavings few; the code is the same.
+#[cfg(not(loom))]
+const WAYS: usize = 16;
+#[cfg(loom)]
+const WAYS: usize = 1;
+
+/// Index cells: a 7-bit tag from the tenant's hash over a 25-bit slot
+/// (slots run to `MAX_MAX_TENANTS` = 2^24, inclusive).
+const SLOT_BITS: u32 = 25;
+const _: () = assert!((crate::profile::MAX_MAX_TENANTS as u64) < (1 << SLOT_BITS));
+
+/// The tenant index: a set-associative array of `tag | slot` cells in
+/// front of the shards. Only a hint: a hit is trusted once the partition
+/// it names confirms owner, id and generation, so cells may be stale, lost
+/// or overwritten at any time without harm, and are written with plain
+/// stores. It spares the common lookup the epoch pin, the shard pointer
+/// and the hash table probe: one line of cells, then the partition.
+/// A cell and a half per tenant (6 bytes), so a bucket rarely fills, and
+/// a tag rarely names a stranger (1 in 128 per occupied cell).
+struct Index {
+    cells: Box<[AtomicU32]>,
+    buckets: u64,
+    /// Rotates the cell replaced in a full bucket.
+    victim: AtomicUsize,
+}
+
+impl Index {
+    fn new(capacity: u32) -> Self {
+        let buckets = (capacity as usize * 3 / 2).div_ceil(WAYS).max(1);
+        Self {
+            cells: zeroed_cells(buckets * WAYS),
+            buckets: buckets as u64,
+            victim: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn bucket(&self, hash: u64) -> &[AtomicU32] {
+        // Low 32 bits scaled to the bucket count: no power-of-two rounding.
+        let start = (((hash & 0xffff_ffff) * self.buckets) >> 32) as usize * WAYS;
+        self.cells.get(start..start + WAYS).unwrap_or(&[])
+    }
+
+    /// The cell naming `slot` for the tenant of `hash`.
+    #[inline]
+    fn entry(hash: u64, slot: u32) -> u32 {
+        ((hash >> 57) as u32) << SLOT_BITS | slot
+    }
+
+    /// Slots the bucket names for the tenant of `hash`.
+    #[inline]
+    fn candidates(&self, hash: u64) -> impl Iterator<Item = u32> + '_ {
+        let tag = (hash >> 57) as u32;
+        let slots = (1u32 << SLOT_BITS) - 1;
+        self.bucket(hash).iter().filter_map(move |c| {
+            // Relaxed: a hint, confirmed through the partition.
+            let v = c.load(Ordering::Relaxed);
+            (v >> SLOT_BITS == tag && v & slots != 0).then_some(v & slots)
+        })
+    }
+
+    /// Points the tenant of `hash` at `slot` (never slot 0, the overflow).
+    fn remember(&self, hash: u64, slot: u32) {
+        let new = Self::entry(hash, slot);
+        let bucket = self.bucket(hash);
+        // Relaxed throughout: a hint, confirmed through the partition.
+        for c in bucket {
+            let v = c.load(Ordering::Relaxed);
+            if v == new {
+                return;
             }
-        } else {
-            TenantKey::Shared(StdArc::from(tenant))
+            if v == 0
+                && c.compare_exchange(0, new, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+        }
+        let i = self.victim.fetch_add(1, Ordering::Relaxed) % WAYS;
+        if let Some(c) = bucket.get(i) {
+            c.store(new, Ordering::Relaxed);
         }
     }
 
-    #[inline]
-    fn bytes(&self) -> &[u8] {
-        match self {
-            TenantKey::Inline { len, bytes } => &bytes[..*len as usize],
-            TenantKey::Shared(s) => s.as_bytes(),
+    /// Clears the cell naming `slot` for the tenant of `hash`, if any.
+    fn forget(&self, hash: u64, slot: u32) {
+        let old = Self::entry(hash, slot);
+        for c in self.bucket(hash) {
+            // Relaxed: a hint; a racing `remember` may win, harmlessly.
+            let _ = c.compare_exchange(old, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
-    }
-
-    #[inline]
-    fn is(&self, tenant: &str) -> bool {
-        self.bytes() == tenant.as_bytes()
-    }
-
-    /// The id as a string (cold paths). The bytes came from a `&str`, so
-    /// the conversion cannot fail; `None` would only mean a bug.
-    fn to_str(&self) -> Option<&str> {
-        std::str::from_utf8(self.bytes()).ok()
     }
 }
 
-/// A shard entry: the key's hash (so rebuilding a shard never rehashes),
-/// the key, and the partition's slot.
-type Entry = (u64, TenantKey, u32);
+/// `n` zeroed cells. Zeroed memory straight from the allocator: large
+/// tables get pages the OS maps on first touch, so a generous
+/// `max_tenants` costs address space, not memory, until tenants come.
+#[cfg(not(loom))]
+fn zeroed_cells(n: usize) -> Box<[AtomicU32]> {
+    let Ok(layout) = std::alloc::Layout::array::<AtomicU32>(n) else {
+        return Box::new([]);
+    };
+    if layout.size() == 0 {
+        return Box::new([]);
+    }
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AtomicU32;
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `p` is a live allocation of `layout`, i.e. of `[AtomicU32; n]`,
+    // from the global allocator, as `Box` expects; all-zero bytes are a
+    // valid `AtomicU32` (it has the in-memory representation of `u32`).
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
+}
+
+#[cfg(loom)]
+fn zeroed_cells(n: usize) -> Box<[AtomicU32]> {
+    (0..n).map(|_| AtomicU32::new(0)).collect()
+}
+
+/// A shard entry: the partition's slot, the id's hash (so rebuilding a
+/// shard never rehashes) and the id: packed as the partition keeps it when
+/// short (no allocation, a plain copy when the shard is rebuilt), shared
+/// otherwise. 32 bytes: the slot shares the discriminant's word.
+#[derive(Clone)]
+enum Entry {
+    Short {
+        slot: u32,
+        hash: u64,
+        key: [u64; 2],
+    },
+    Long {
+        slot: u32,
+        hash: u64,
+        key: StdArc<str>,
+    },
+}
+
+impl Entry {
+    fn new(hash: u64, tenant: &str, slot: u32) -> Self {
+        match pack_key(tenant) {
+            Some(key) => Entry::Short { slot, hash, key },
+            None => Entry::Long {
+                slot,
+                hash,
+                key: StdArc::from(tenant),
+            },
+        }
+    }
+
+    #[inline]
+    fn hash(&self) -> u64 {
+        match self {
+            Entry::Short { hash, .. } | Entry::Long { hash, .. } => *hash,
+        }
+    }
+
+    #[inline]
+    fn slot(&self) -> u32 {
+        match self {
+            Entry::Short { slot, .. } | Entry::Long { slot, .. } => *slot,
+        }
+    }
+
+    /// Whether this is `tenant`'s entry; `packed` is `pack_key(tenant)`.
+    #[inline]
+    fn is(&self, tenant: &str, packed: Option<[u64; 2]>) -> bool {
+        match self {
+            Entry::Short { key, .. } => packed == Some(*key),
+            Entry::Long { key, .. } => packed.is_none() && **key == *tenant,
+        }
+    }
+
+    fn same_id(&self, other: &Entry) -> bool {
+        match (self, other) {
+            (Entry::Short { key: a, .. }, Entry::Short { key: b, .. }) => a == b,
+            (Entry::Long { key: a, .. }, Entry::Long { key: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+
+    /// The id (cold paths). The bytes came from a `&str`, so the
+    /// conversion cannot fail; `None` would only mean a bug.
+    fn id(&self) -> Option<StdArc<str>> {
+        match self {
+            Entry::Short { key, .. } => {
+                let mut b = [0u8; 16];
+                b[..8].copy_from_slice(&key[0].to_le_bytes());
+                b[8..].copy_from_slice(&key[1].to_le_bytes());
+                let len = usize::from(b[15]).min(PART_KEY);
+                std::str::from_utf8(&b[..len]).ok().map(StdArc::from)
+            }
+            Entry::Long { key, .. } => Some(key.clone()),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Entry>() == 32);
+
 type ShardMap = hashbrown::HashTable<Entry>;
 
 struct Shard {
@@ -476,6 +688,7 @@ struct Shard {
 pub(crate) struct Table {
     shards: Box<[epoch::Atomic<Shard>]>,
     shard_bits: u32,
+    index: Index,
     hasher: TableHasher,
     chunks: Box<[AtomicPtr<Partition>]>,
     capacity: u32,
@@ -539,6 +752,7 @@ impl Table {
                 })
                 .collect(),
             shard_bits,
+            index: Index::new(capacity),
             hasher: TableHasher::default(),
             chunks: (0..nchunks)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
@@ -633,6 +847,45 @@ impl Table {
     pub(crate) fn lookup(&self, tenant: &str) -> Option<Resolved<'_>> {
         let hash = self.hash(tenant);
         let owner = Self::owner_tag(hash);
+        let key = pack_key(tenant);
+        if let Some(k) = key {
+            if let Some(r) = self.lookup_indexed(hash, owner, k) {
+                return Some(r);
+            }
+        }
+        self.lookup_sharded(tenant, hash, owner, key)
+    }
+
+    /// The index's answer, confirmed by the partition it names.
+    #[inline]
+    fn lookup_indexed(&self, hash: u64, owner: u64, key: [u64; 2]) -> Option<Resolved<'_>> {
+        for slot in self.index.candidates(hash) {
+            let Some(part) = self.get(slot) else { continue };
+            let w = part.cell.load();
+            // The id is written only while the slot is vacant, before the
+            // word that hands the slot over, and vacating moves the
+            // generation on: an occupied `w`, our id, then the same
+            // generation again means the id is `w`'s owner's, so the owner
+            // tag (written with the id) needs no load of its own.
+            if w.phase() != Phase::Vacant
+                && part.key_is(key)
+                && part.cell.load().generation() == w.generation()
+            {
+                return Some(Resolved { slot, part, owner });
+            }
+        }
+        None
+    }
+
+    /// The shards' answer; teaches the index a short id it did not know.
+    #[cold]
+    fn lookup_sharded(
+        &self,
+        tenant: &str,
+        hash: u64,
+        owner: u64,
+        key: Option<[u64; 2]>,
+    ) -> Option<Resolved<'_>> {
         let slot = {
             let guard = epoch::pin();
             // Acquire: see the shard's contents as published.
@@ -642,12 +895,17 @@ impl Table {
             let shard = unsafe { shard.deref() };
             shard
                 .map
-                .find(hash, |(h, k, _)| *h == hash && k.is(tenant))
-                .map(|(_, _, s)| *s)?
+                .find(hash, |e| e.hash() == hash && e.is(tenant, key))
+                .map(Entry::slot)?
         };
         let part = self.get(slot)?;
-        part.owned_by(part.cell.load(), owner)
-            .then_some(Resolved { slot, part, owner })
+        if !part.owned_by(part.cell.load(), owner) {
+            return None;
+        }
+        if key.is_some() {
+            self.index.remember(hash, slot);
+        }
+        Some(Resolved { slot, part, owner })
     }
 
     /// Looks a tenant up, inserting it if needed; `None` when the table is
@@ -661,8 +919,8 @@ impl Table {
             let owner = Self::owner_tag(hash);
             let slot = self.alloc_slot()?;
             let part = self.get(slot)?;
-            let key = TenantKey::new(tenant);
-            part.set_owner(owner);
+            let short = pack_key(tenant);
+            part.set_owner(owner, short.unwrap_or([0, 0]));
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
             part.touch(tick);
@@ -673,7 +931,10 @@ impl Table {
                 Phase::Closed
             };
             part.cell.store(vacant.transition(phase).with_trips(0));
-            if self.publish(hash, key, slot) {
+            if self.publish(Entry::new(hash, tenant, slot)) {
+                if short.is_some() {
+                    self.index.remember(hash, slot);
+                }
                 return Some(Resolved { slot, part, owner });
             }
             // Lost the race to another inserter of the same tenant.
@@ -744,21 +1005,22 @@ impl Table {
     }
 
     /// Publishes tenant → slot in its shard; false if another slot won.
-    fn publish(&self, hash: u64, key: TenantKey, slot: u32) -> bool {
+    fn publish(&self, entry: Entry) -> bool {
+        let (hash, slot) = (entry.hash(), entry.slot());
         self.rewrite_shard(hash, |shard| {
-            let same = |k: &TenantKey| k.bytes() == key.bytes();
-            if let Some((_, _, other)) = shard.map.find(hash, |(h, k, _)| *h == hash && same(k)) {
+            let same = |e: &Entry| e.hash() == hash && e.same_id(&entry);
+            if let Some(other) = shard.map.find(hash, same).map(Entry::slot) {
                 // An entry naming our own slot is stale: we hold the slot.
-                let live = *other != slot
+                let live = other != slot
                     && self
-                        .get(*other)
+                        .get(other)
                         .is_some_and(|p| p.owned_by(p.cell.load(), Self::owner_tag(hash)));
                 if live {
                     return None;
                 }
             }
-            let mut map = self.copy_without(&shard.map, 1, |k, _| same(k));
-            map.insert_unique(hash, (hash, key.clone(), slot), |e| e.0);
+            let mut map = self.copy_without(&shard.map, 1, same);
+            map.insert_unique(hash, entry.clone(), Entry::hash);
             Some(map)
         })
     }
@@ -771,21 +1033,23 @@ impl Table {
         &self,
         map: &ShardMap,
         extra: usize,
-        drop: impl Fn(&TenantKey, u32) -> bool,
+        drop: impl Fn(&Entry) -> bool,
     ) -> ShardMap {
         let mut out = hashbrown::HashTable::with_capacity(map.len() + extra);
-        for e in map.iter().filter(|(_, k, s)| !drop(k, *s)) {
-            out.insert_unique(e.0, e.clone(), |e| e.0);
+        for e in map.iter().filter(|e| !drop(e)) {
+            out.insert_unique(e.hash(), e.clone(), Entry::hash);
         }
         out
     }
 
-    /// Removes tenant → slot from its shard if it still maps there.
-    fn unpublish(&self, key: &str, slot: u32) {
-        let hash = self.hash(key);
+    /// Removes `entry` from its shard and the index if it is still there.
+    fn unpublish(&self, entry: &Entry) {
+        let (hash, slot) = (entry.hash(), entry.slot());
+        self.index.forget(hash, slot);
+        let gone = |e: &Entry| e.slot() == slot && e.same_id(entry);
         self.rewrite_shard(hash, |shard| {
-            shard.map.find(hash, |(_, k, s)| k.is(key) && *s == slot)?;
-            Some(self.copy_without(&shard.map, 0, |k, s| k.is(key) && s == slot))
+            shard.map.find(hash, gone)?;
+            Some(self.copy_without(&shard.map, 0, gone))
         });
     }
 
@@ -794,7 +1058,7 @@ impl Table {
         let n = self.shards.len();
         // Relaxed: only spreads the scans.
         let start = self.cursor.fetch_add(1, Ordering::Relaxed);
-        let mut lru: Option<(u64, u32, Word, TenantKey)> = None;
+        let mut lru: Option<(u64, Word, Entry)> = None;
         for i in 0..n.min(EVICT_SCAN_IDLE) {
             if i == EVICT_SCAN_FIRST && lru.is_some() {
                 break;
@@ -804,40 +1068,39 @@ impl Table {
             let shard = self.shards[(start + i) % n].load(Ordering::Acquire, &guard);
             // SAFETY: see `lookup`.
             let shard = unsafe { shard.deref() };
-            for (h, key, slot) in shard.map.iter() {
-                let Some(p) = self.get(*slot) else { continue };
+            for e in shard.map.iter() {
+                let Some(p) = self.get(e.slot()) else {
+                    continue;
+                };
                 let w = p.cell.load();
                 // The shard may predate the slot's recycling: only the
                 // owner's own entry may take (and unpublish) it.
-                if !p.owned_by(w, Self::owner_tag(*h)) {
+                if !p.owned_by(w, Self::owner_tag(e.hash())) {
                     continue;
                 }
                 if w.is_idle() {
-                    if self.take(p, w, key, *slot) {
-                        return Some(*slot);
+                    if self.take(p, w, e) {
+                        return Some(e.slot());
                     }
                 } else if w.phase() == Phase::Closed && w.probes() == 0 {
                     // Relaxed: an eviction hint.
                     let used = p.last_used.load(Ordering::Relaxed);
                     if lru.as_ref().is_none_or(|(u, ..)| used < *u) {
-                        lru = Some((used, *slot, w, key.clone()));
+                        lru = Some((used, w, e.clone()));
                     }
                 }
             }
         }
-        let (_, slot, w, key) = lru?;
-        let p = self.get(slot)?;
-        self.take(p, w, &key, slot).then_some(slot)
+        let (_, w, e) = lru?;
+        let p = self.get(e.slot())?;
+        self.take(p, w, &e).then_some(e.slot())
     }
 
-    fn take(&self, p: &Partition, seen: Word, key: &TenantKey, slot: u32) -> bool {
-        let Some(key) = key.to_str() else {
-            return false;
-        };
+    fn take(&self, p: &Partition, seen: Word, entry: &Entry) -> bool {
         if !p.cell.try_replace(seen, seen.transition(Phase::Vacant)) {
             return false;
         }
-        self.unpublish(key, slot);
+        self.unpublish(entry);
         true
     }
 
@@ -860,8 +1123,8 @@ impl Table {
         [owner, owner & !1].into_iter().find_map(|hash| {
             shard
                 .map
-                .find(hash, |(h, _, s)| *h == hash && *s == slot)
-                .and_then(|(_, k, _)| k.to_str().map(StdArc::from))
+                .find(hash, |e| e.hash() == hash && e.slot() == slot)
+                .and_then(Entry::id)
         })
     }
 
@@ -881,10 +1144,10 @@ impl Table {
     }
 }
 
-/// Bytes of one tenant partition in the arena (the key and its map entry
-/// come on top; counters only once something non-healthy happens).
-/// 48 bytes on 64-bit targets; `core/tests/memory.rs` measures the whole
-/// (about 121 bytes with a 12-byte tenant id).
+/// Bytes of one tenant partition in the arena (its map entry and index
+/// cells come on top; counters only once something non-healthy happens).
+/// 64 bytes on 64-bit targets; `core/tests/memory.rs` measures the whole
+/// (about 126 bytes with a 12-byte tenant id).
 pub const PARTITION_BYTES: usize = std::mem::size_of::<Partition>();
 
 // C9's budget: a partition within 128 bytes plus its key, with room for the
@@ -905,6 +1168,76 @@ mod tests {
         let (calls, fails) = w.totals(0);
         let rate = fails as f64 / calls as f64;
         assert!((0.49..=0.51).contains(&rate), "{fails}/{calls}");
+    }
+
+    #[test]
+    fn c9_packed_short_ids_hold_every_byte_and_the_length() {
+        let reference = |id: &str| -> Option<[u64; 2]> {
+            let b = id.as_bytes();
+            if b.is_empty() || b.len() > PART_KEY {
+                return None;
+            }
+            let mut buf = [0u8; 16];
+            buf[..b.len()].copy_from_slice(b);
+            buf[15] = b.len() as u8;
+            let lo = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+            let hi = u64::from_le_bytes(buf[8..].try_into().expect("8 bytes"));
+            Some([lo, hi])
+        };
+        let all = "abcdefghijklmnopqrstu\u{e9}";
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..=all.len() {
+            let Some(id) = all.get(..n) else { continue };
+            assert_eq!(pack_key(id), reference(id), "{id:?}");
+            if let Some(k) = pack_key(id) {
+                assert!(seen.insert(k), "{id:?} packs like a shorter id");
+            }
+        }
+        assert_eq!(seen.len(), PART_KEY);
+        // Ids differing in one byte, at each position, pack differently.
+        for i in 0..PART_KEY {
+            let a: String = (0..PART_KEY)
+                .map(|j| if j == i { 'x' } else { 'a' })
+                .collect();
+            let b = "a".repeat(PART_KEY);
+            assert_ne!(pack_key(&a), pack_key(&b), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn c9_an_index_hint_counts_only_once_the_partition_confirms_it() {
+        let t = Table::new(8, None);
+        let a = t.get_or_insert("tenant-a").expect("room");
+        // A forged hint: tenant-b pointed at tenant-a's slot.
+        t.index.remember(t.hash("tenant-b"), a.slot);
+        assert!(t.lookup("tenant-b").is_none());
+        let b = t.get_or_insert("tenant-b").expect("room");
+        assert_ne!(b.slot, a.slot);
+        assert_eq!(t.lookup("tenant-a").map(|r| r.slot), Some(a.slot));
+        assert_eq!(t.lookup("tenant-b").map(|r| r.slot), Some(b.slot));
+        // Every cell overwritten with junk (a slot never handed out): the
+        // shards still answer, and the index learns the tenant again.
+        for c in t.index.cells.iter() {
+            c.store(u32::MAX, Ordering::Relaxed);
+        }
+        assert_eq!(t.lookup("tenant-a").map(|r| r.slot), Some(a.slot));
+        let ha = t.hash("tenant-a");
+        assert!(t.index.candidates(ha).any(|s| s == a.slot));
+    }
+
+    #[test]
+    fn c9_a_hint_to_a_recycled_slot_resolves_nothing() {
+        let t = Table::new(1, None);
+        let a = t.get_or_insert("tenant-a").expect("room");
+        let ha = t.hash("tenant-a");
+        // tenant-b evicts idle tenant-a and takes its slot.
+        let b = t.get_or_insert("tenant-b").expect("evicts a");
+        assert_eq!(b.slot, a.slot);
+        // Eviction cleared a's hint; put it back as a racing reader might
+        // have left it: the slot now holds b, so a resolves to nothing.
+        t.index.remember(ha, a.slot);
+        assert!(t.lookup("tenant-a").is_none());
+        assert_eq!(t.lookup("tenant-b").map(|r| r.slot), Some(b.slot));
     }
 
     #[test]
