@@ -476,6 +476,15 @@ fn pack_key(tenant: &str) -> Option<[u64; 2]> {
     Some([lo, hi | (n as u64) << 56])
 }
 
+/// The id [`pack_key`] packed (cold paths).
+fn unpack_key(key: [u64; 2]) -> Option<StdArc<str>> {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&key[0].to_le_bytes());
+    b[8..].copy_from_slice(&key[1].to_le_bytes());
+    let len = usize::from(b[15]).min(PART_KEY);
+    std::str::from_utf8(&b[..len]).ok().map(StdArc::from)
+}
+
 /// Cells per index bucket: one cache line. One under loom, to keep the
 /// models' interleavings few; the code is the same.
 #[cfg(not(loom))]
@@ -617,8 +626,9 @@ enum Entry {
 }
 
 impl Entry {
-    fn new(hash: u64, tenant: &str, slot: u32) -> Self {
-        match pack_key(tenant) {
+    /// `short` is `pack_key(tenant)`.
+    fn new(hash: u64, tenant: &str, short: Option<[u64; 2]>, slot: u32) -> Self {
+        match short {
             Some(key) => Entry::Short { slot, hash, key },
             None => Entry::Long {
                 slot,
@@ -663,13 +673,7 @@ impl Entry {
     /// conversion cannot fail; `None` would only mean a bug.
     fn id(&self) -> Option<StdArc<str>> {
         match self {
-            Entry::Short { key, .. } => {
-                let mut b = [0u8; 16];
-                b[..8].copy_from_slice(&key[0].to_le_bytes());
-                b[8..].copy_from_slice(&key[1].to_le_bytes());
-                let len = usize::from(b[15]).min(PART_KEY);
-                std::str::from_utf8(&b[..len]).ok().map(StdArc::from)
-            }
+            Entry::Short { key, .. } => unpack_key(*key),
             Entry::Long { key, .. } => Some(key.clone()),
         }
     }
@@ -846,8 +850,18 @@ impl Table {
     #[inline]
     pub(crate) fn lookup(&self, tenant: &str) -> Option<Resolved<'_>> {
         let hash = self.hash(tenant);
+        self.lookup_hashed(tenant, hash, pack_key(tenant))
+    }
+
+    /// [`Table::lookup`] with the id's hash and packed form already made.
+    #[inline]
+    fn lookup_hashed(
+        &self,
+        tenant: &str,
+        hash: u64,
+        key: Option<[u64; 2]>,
+    ) -> Option<Resolved<'_>> {
         let owner = Self::owner_tag(hash);
-        let key = pack_key(tenant);
         if let Some(k) = key {
             if let Some(r) = self.lookup_indexed(hash, owner, k) {
                 return Some(r);
@@ -911,15 +925,22 @@ impl Table {
     /// Looks a tenant up, inserting it if needed; `None` when the table is
     /// full of partitions that cannot be evicted (use the overflow).
     pub(crate) fn get_or_insert(&self, tenant: &str) -> Option<Resolved<'_>> {
+        match self.lookup(tenant) {
+            Some(r) => Some(r),
+            None => self.insert(tenant),
+        }
+    }
+
+    /// Inserts a tenant the lookup did not find, or finds the one a racing
+    /// inserter published first.
+    #[cold]
+    fn insert(&self, tenant: &str) -> Option<Resolved<'_>> {
+        let hash = self.hash(tenant);
+        let owner = Self::owner_tag(hash);
+        let short = pack_key(tenant);
         loop {
-            if let Some(r) = self.lookup(tenant) {
-                return Some(r);
-            }
-            let hash = self.hash(tenant);
-            let owner = Self::owner_tag(hash);
             let slot = self.alloc_slot()?;
             let part = self.get(slot)?;
-            let short = pack_key(tenant);
             part.set_owner(owner, short.unwrap_or([0, 0]));
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
@@ -931,7 +952,7 @@ impl Table {
                 Phase::Closed
             };
             part.cell.store(vacant.transition(phase).with_trips(0));
-            if self.publish(Entry::new(hash, tenant, slot)) {
+            if self.publish(Entry::new(hash, tenant, short, slot)) {
                 if short.is_some() {
                     self.index.remember(hash, slot);
                 }
@@ -940,6 +961,9 @@ impl Table {
             // Lost the race to another inserter of the same tenant.
             part.cell.store(part.cell.load().transition(Phase::Vacant));
             self.release(slot);
+            if let Some(r) = self.lookup_hashed(tenant, hash, short) {
+                return Some(r);
+            }
         }
     }
 
@@ -1191,6 +1215,7 @@ mod tests {
             assert_eq!(pack_key(id), reference(id), "{id:?}");
             if let Some(k) = pack_key(id) {
                 assert!(seen.insert(k), "{id:?} packs like a shorter id");
+                assert_eq!(unpack_key(k).as_deref(), Some(id));
             }
         }
         assert_eq!(seen.len(), PART_KEY);
