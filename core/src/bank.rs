@@ -315,14 +315,18 @@ pub struct Stuck {
     pub open_for: Duration,
 }
 
-enum Parts {
-    Global(CachePadded<Partition>),
-    Tenant(Table),
+/// A dependency's partitions as the cold paths walk them: the global one,
+/// or a tenant table and its overflow partition.
+enum Parts<'a> {
+    Global(&'a Partition),
+    Tenant(&'a Table, &'a Partition),
 }
 
 pub(crate) struct DepInner {
     /// `slow_call` is set: admissions read the clock.
     timed: bool,
+    /// Global and not `timed`: a closed word admits on one load of `zero`.
+    admit_fast: bool,
     /// Consecutive policy and no `slow_call`: a closed success with no
     /// failures counted is a no-op, decidable with one load.
     quiet_success: bool,
@@ -334,7 +338,12 @@ pub(crate) struct DepInner {
     /// The clock again when it is the system one: its coarse reading is
     /// then one inlined load, not a dynamic call.
     mono: Option<MonotonicClock>,
-    parts: Parts,
+    /// Slot 0: the global partition, or a tenant-scoped dependency's
+    /// overflow. Inline and found without a branch on the isolation, so
+    /// the healthy global path is loads from one block.
+    zero: CachePadded<Partition>,
+    /// The tenant partitions (slots 1…), for tenant isolation.
+    table: Option<Table>,
     stale: Option<StaleCache>,
     events: StdArc<EventBus>,
 }
@@ -366,10 +375,10 @@ struct Target<'a> {
 
 impl<'a> Target<'a> {
     /// The dependency's shared overflow partition (C9).
-    fn overflow(t: &'a Table) -> Self {
+    fn overflow(zero: &'a Partition) -> Self {
         Target {
             slot: 0,
-            part: &t.overflow,
+            part: zero,
             owner: 0,
             overflow: true,
         }
@@ -398,7 +407,7 @@ impl Dependency {
             open_duration: config.open_duration,
             backoff: config.backoff.map(|b| (b.multiplier, b.max)),
         };
-        let parts = match config.isolation {
+        let (zero, table) = match config.isolation {
             Isolation::Global => {
                 let p = Partition::new(
                     Word::FRESH,
@@ -407,15 +416,19 @@ impl Dependency {
                 // Every caller meets the same open breaker: refusals are
                 // counted in per-thread stripes.
                 p.install_stats(Stats::striped());
-                Parts::Global(CachePadded::new(p))
+                (p, None)
             }
-            Isolation::Tenant => Parts::Tenant(Table::new(config.max_tenants, window)),
+            Isolation::Tenant => (
+                Partition::new(Word::FRESH, window.map(|w| (w, 1))),
+                Some(Table::new(config.max_tenants, window)),
+            ),
         };
         let stale = matches!(config.fallback, Fallback::Stale { .. })
             .then(|| StaleCache::new(STALE_CACHE_CAPACITY));
         Self {
             inner: StdArc::new(DepInner {
                 timed: config.slow_call.is_some(),
+                admit_fast: table.is_none() && config.slow_call.is_none(),
                 quiet_success: consecutive.is_some() && config.slow_call.is_none(),
                 id,
                 config,
@@ -423,7 +436,8 @@ impl Dependency {
                 rate,
                 mono: clock.as_monotonic().copied(),
                 clock,
-                parts,
+                zero: CachePadded::new(zero),
+                table,
                 stale,
                 events,
             }),
@@ -474,25 +488,33 @@ impl Dependency {
         }
     }
 
+    #[inline]
+    fn parts(&self) -> Parts<'_> {
+        match &self.inner.table {
+            None => Parts::Global(&self.inner.zero),
+            Some(t) => Parts::Tenant(t, &self.inner.zero),
+        }
+    }
+
     fn tenant<'t>(&self, tenant: Option<&'t str>) -> Result<Option<&'t str>, AdmitError> {
-        match (&self.inner.parts, tenant) {
+        match (self.parts(), tenant) {
             (Parts::Global(_), _) => Ok(None),
-            (Parts::Tenant(_), Some(t)) if !t.is_empty() => Ok(Some(t)),
-            (Parts::Tenant(_), _) => Err(AdmitError::TenantRequired),
+            (Parts::Tenant(..), Some(t)) if !t.is_empty() => Ok(Some(t)),
+            (Parts::Tenant(..), _) => Err(AdmitError::TenantRequired),
         }
     }
 
     /// Resolves (creating if needed) the partition for an admission.
     #[inline]
     fn target(&self, tenant: Option<&str>) -> Target<'_> {
-        match (&self.inner.parts, tenant) {
+        match (self.parts(), tenant) {
             (Parts::Global(p), _) => Target {
                 slot: 0,
                 part: p,
                 owner: 0,
                 overflow: false,
             },
-            (Parts::Tenant(t), Some(name)) => match t.get_or_insert(name) {
+            (Parts::Tenant(t, zero), Some(name)) => match t.get_or_insert(name) {
                 Some(Resolved { slot, part, owner }) => {
                     part.touch(t.tick());
                     Target {
@@ -502,9 +524,9 @@ impl Dependency {
                         overflow: false,
                     }
                 }
-                None => Target::overflow(t),
+                None => Target::overflow(zero),
             },
-            (Parts::Tenant(t), None) => Target::overflow(t),
+            (Parts::Tenant(_, zero), None) => Target::overflow(zero),
         }
     }
 
@@ -514,25 +536,25 @@ impl Dependency {
     /// goes to the overflow partition, so admission always finishes.
     fn retarget(&self, tenant: Option<&str>, lost: &mut u32) -> Target<'_> {
         *lost += 1;
-        match &self.inner.parts {
-            Parts::Tenant(t) if *lost > 2 => Target::overflow(t),
+        match self.parts() {
+            Parts::Tenant(_, zero) if *lost > 2 => Target::overflow(zero),
             _ => self.target(tenant),
         }
     }
 
     #[inline]
     fn partition_by_slot(&self, slot: u32) -> Option<&Partition> {
-        match &self.inner.parts {
-            Parts::Global(p) => (slot == 0).then_some(&**p),
-            Parts::Tenant(t) => t.get(slot),
+        if slot == 0 {
+            return Some(&self.inner.zero);
         }
+        self.inner.table.as_ref()?.get(slot)
     }
 
     fn partition_name(&self, slot: u32, part: &Partition) -> String {
-        match &self.inner.parts {
+        match self.parts() {
             Parts::Global(_) => GLOBAL.to_string(),
-            Parts::Tenant(_) if slot == 0 => OVERFLOW.to_string(),
-            Parts::Tenant(t) => t
+            Parts::Tenant(..) if slot == 0 => OVERFLOW.to_string(),
+            Parts::Tenant(t, _) => t
                 .key_of(slot, part)
                 .map_or_else(|| OVERFLOW.to_string(), |k| k.to_string()),
         }
@@ -577,10 +599,16 @@ impl Dependency {
     /// over; everything else is out of line.
     #[inline(always)]
     fn answer(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
-        if let (Parts::Global(p), None) = (&self.inner.parts, deadline) {
+        if let (true, None) = (self.inner.admit_fast, deadline) {
+            let p = &*self.inner.zero;
             let w = p.cell.load();
-            if let Some(raw) = self.admit_closed(w) {
-                return Answer::admitted(raw);
+            if w.phase() == Phase::Closed {
+                return Answer::admitted(RawPermit {
+                    slot: 0,
+                    generation: w.generation(),
+                    probe: false,
+                    started_ns: NOT_TIMED,
+                });
             }
             if w.phase() == Phase::Open {
                 return self.answer_open(p, w);
@@ -917,14 +945,14 @@ impl Dependency {
     /// asking never creates one.
     pub fn state(&self, tenant: Option<&str>) -> Result<State, AdmitError> {
         let tenant = self.tenant(tenant)?;
-        Ok(match (&self.inner.parts, tenant) {
+        Ok(match (self.parts(), tenant) {
             (Parts::Global(p), _) => State::from_phase(p.cell.load().phase()),
-            (Parts::Tenant(t), Some(name)) => match t.lookup(name) {
+            (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
                 Some(r) => State::from_phase(r.part.cell.load().phase()),
                 None if t.forced_all.load(Ordering::Acquire) => State::ForcedOpen,
                 None => State::Closed,
             },
-            (Parts::Tenant(_), None) => State::Closed,
+            (Parts::Tenant(..), None) => State::Closed,
         })
     }
 
@@ -941,9 +969,9 @@ impl Dependency {
                 self.on_transition(slot, part, &t, kind);
             }
         };
-        match (&self.inner.parts, tenant.filter(|t| !t.is_empty())) {
+        match (self.parts(), tenant.filter(|t| !t.is_empty())) {
             (Parts::Global(p), _) => apply(0, p, 0),
-            (Parts::Tenant(t), Some(name)) => {
+            (Parts::Tenant(t, _), Some(name)) => {
                 let target = match kind {
                     // Forcing an unseen tenant open must isolate it: create it.
                     EventKind::ForcedOpen => self.target(Some(name)),
@@ -959,14 +987,14 @@ impl Dependency {
                 };
                 apply(target.slot, target.part, target.owner);
             }
-            (Parts::Tenant(t), None) => {
+            (Parts::Tenant(t, zero), None) => {
                 // Release: partitions created after this see the flag.
                 t.forced_all
                     .store(kind == EventKind::ForcedOpen, Ordering::Release);
                 for (slot, part, _) in t.live() {
                     apply(slot, part, 0);
                 }
-                apply(0, &t.overflow, 0);
+                apply(0, zero, 0);
             }
         }
     }
@@ -986,13 +1014,13 @@ impl Dependency {
     }
 
     fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String) {
-        match (&self.inner.parts, tenant) {
+        match (self.parts(), tenant) {
             (Parts::Global(p), _) => (0, p, GLOBAL.to_string()),
-            (Parts::Tenant(t), Some(name)) => match t.lookup(name) {
+            (Parts::Tenant(t, zero), Some(name)) => match t.lookup(name) {
                 Some(r) => (r.slot, r.part, name.to_string()),
-                None => (0, &t.overflow, OVERFLOW.to_string()),
+                None => (0, zero, OVERFLOW.to_string()),
             },
-            (Parts::Tenant(t), None) => (0, &t.overflow, OVERFLOW.to_string()),
+            (Parts::Tenant(_, zero), None) => (0, zero, OVERFLOW.to_string()),
         }
     }
 
@@ -1213,13 +1241,12 @@ impl Dependency {
                 bound,
             ));
         };
-        match &inner.parts {
+        match self.parts() {
             Parts::Global(p) => push(0, p, GLOBAL.to_string()),
-            Parts::Tenant(t) => {
+            Parts::Tenant(t, o) => {
                 for (slot, part, key) in t.live() {
                     push(slot, part, key.to_string());
                 }
-                let o = &t.overflow;
                 if o.stats_if_any().is_some() || o.cell.load() != Word::FRESH {
                     push(0, o, OVERFLOW.to_string());
                 }
@@ -1241,13 +1268,13 @@ impl Dependency {
                 });
             }
         };
-        match &self.inner.parts {
+        match self.parts() {
             Parts::Global(p) => check(0, p),
-            Parts::Tenant(t) => {
+            Parts::Tenant(t, zero) => {
                 for (slot, part, _) in t.live() {
                     check(slot, part);
                 }
-                check(0, &t.overflow);
+                check(0, zero);
             }
         }
     }

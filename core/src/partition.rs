@@ -707,7 +707,6 @@ pub(crate) struct Table {
     window: Option<Duration>,
     /// `force_open(None)`: tenants first seen afterwards start forced open.
     pub(crate) forced_all: AtomicBool,
-    pub(crate) overflow: Partition,
 }
 
 impl std::fmt::Debug for Table {
@@ -769,7 +768,6 @@ impl Table {
             cursor: AtomicUsize::new(0),
             window,
             forced_all: AtomicBool::new(false),
-            overflow: Partition::new(Word::FRESH, window.map(|w| (w, 1))),
         }
     }
 
@@ -804,10 +802,8 @@ impl Table {
     /// The partition at `slot`, if that slot was ever handed out.
     #[inline]
     pub(crate) fn get(&self, slot: u32) -> Option<&Partition> {
-        if slot == 0 {
-            return Some(&self.overflow);
-        }
-        let i = slot as usize - 1;
+        // Slot 0, the overflow, is the dependency's: not in the table.
+        let i = (slot as usize).checked_sub(1)?;
         let c = self.chunks.get(i / CHUNK)?;
         // Acquire: pairs with the Release of the chunk's installing CAS.
         let p = c.load(Ordering::Acquire);
