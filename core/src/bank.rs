@@ -614,7 +614,36 @@ impl Dependency {
                 return self.answer_open(p, w);
             }
         }
+        if let (Some(t), Some(name), None) = (&self.inner.table, tenant, deadline) {
+            if let Some(a) = self.answer_known(t, name) {
+                return a;
+            }
+        }
         self.admit_slow(tenant, deadline)
+    }
+
+    /// A tenant the index knows, decided on the word that confirmed the
+    /// lookup as the global fast path decides: closed admits (unless
+    /// `slow_call` times it), open refuses while the period runs. Anything
+    /// else is `admit_slow`'s.
+    #[inline]
+    fn answer_known(&self, t: &Table, tenant: &str) -> Option<Answer> {
+        let (r, w) = t.lookup_known(tenant)?;
+        let a = match w.phase() {
+            Phase::Closed if !self.inner.timed => Answer::admitted(RawPermit {
+                slot: r.slot,
+                generation: w.generation(),
+                probe: false,
+                started_ns: NOT_TIMED,
+            }),
+            Phase::Open => Answer {
+                head: Answer::OPEN << Answer::KIND_SHIFT,
+                tail: self.refuse_open(r.slot, r.part, w)?.min(Answer::NONE - 1),
+            },
+            _ => return None,
+        };
+        r.part.touch(t.tick());
+        Some(a)
     }
 
     /// An open global word: refused here while the period runs, else the
@@ -622,7 +651,7 @@ impl Dependency {
     /// enough to inline into every caller.
     #[inline(never)]
     fn answer_open(&self, p: &Partition, w: Word) -> Answer {
-        match self.refuse_open(p, w) {
+        match self.refuse_open(0, p, w) {
             Some(retry_ns) => Answer {
                 head: Answer::OPEN << Answer::KIND_SHIFT,
                 tail: retry_ns.min(Answer::NONE - 1),
@@ -648,12 +677,12 @@ impl Dependency {
         }
     }
 
-    /// An open global breaker whose period is not over, decided without
-    /// the CAS loop: the tagged open-until, one coarse reading and
+    /// An open partition (at `slot`) whose period is not over, decided
+    /// without the CAS loop: the tagged open-until, one coarse reading and
     /// `machine::still_open`, the same rule `machine::admit` applies.
     /// Returns the retry-after (ns) of the refusal it counted.
     #[inline]
-    fn refuse_open(&self, p: &Partition, w: Word) -> Option<u64> {
+    fn refuse_open(&self, slot: u32, p: &Partition, w: Word) -> Option<u64> {
         if w.phase() != Phase::Open {
             return None;
         }
@@ -663,7 +692,7 @@ impl Dependency {
         let stats = p.stats();
         stats.hot(Hot::Open);
         if stats.stuck_due(now) {
-            self.check_stuck(0, p);
+            self.check_stuck(slot, p);
         }
         Some(retry_after)
     }

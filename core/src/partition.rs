@@ -771,9 +771,22 @@ impl Table {
         }
     }
 
-    #[inline]
+    /// A tenant's hash, as every path computes it.
+    #[cfg(test)]
     fn hash(&self, tenant: &str) -> u64 {
-        self.hasher.hash_one(tenant)
+        self.hash_packed(tenant, pack_key(tenant))
+    }
+
+    /// [`Table::hash`] given `pack_key(tenant)`. A short id is hashed as
+    /// its two packed words, one folded multiply (foldhash's `u128`), so
+    /// its bytes are read once, by `pack_key`; a long one as a string.
+    /// Which form an id takes depends on the id alone: every path agrees.
+    #[inline]
+    fn hash_packed(&self, tenant: &str, key: Option<[u64; 2]>) -> u64 {
+        match key {
+            Some([lo, hi]) => self.hasher.hash_one(u128::from(lo) | u128::from(hi) << 64),
+            None => self.hasher.hash_one(tenant),
+        }
     }
 
     #[inline]
@@ -845,8 +858,18 @@ impl Table {
     /// Looks a tenant up without creating it. Lock-free, allocation-free.
     #[inline]
     pub(crate) fn lookup(&self, tenant: &str) -> Option<Resolved<'_>> {
-        let hash = self.hash(tenant);
-        self.lookup_hashed(tenant, hash, pack_key(tenant))
+        let key = pack_key(tenant);
+        self.lookup_hashed(tenant, self.hash_packed(tenant, key), key)
+    }
+
+    /// The common lookup alone, for the admission fast path: a short id
+    /// the index knows, with the word its partition was confirmed by.
+    /// `None` says nothing about the tenant: ask [`Table::lookup`].
+    #[inline]
+    pub(crate) fn lookup_known(&self, tenant: &str) -> Option<(Resolved<'_>, Word)> {
+        let key = pack_key(tenant)?;
+        let hash = self.hash_packed(tenant, Some(key));
+        self.lookup_indexed(hash, Self::owner_tag(hash), key)
     }
 
     /// [`Table::lookup`] with the id's hash and packed form already made.
@@ -859,16 +882,17 @@ impl Table {
     ) -> Option<Resolved<'_>> {
         let owner = Self::owner_tag(hash);
         if let Some(k) = key {
-            if let Some(r) = self.lookup_indexed(hash, owner, k) {
+            if let Some((r, _)) = self.lookup_indexed(hash, owner, k) {
                 return Some(r);
             }
         }
         self.lookup_sharded(tenant, hash, owner, key)
     }
 
-    /// The index's answer, confirmed by the partition it names.
+    /// The index's answer, confirmed by the partition it names, with the
+    /// confirming word.
     #[inline]
-    fn lookup_indexed(&self, hash: u64, owner: u64, key: [u64; 2]) -> Option<Resolved<'_>> {
+    fn lookup_indexed(&self, hash: u64, owner: u64, key: [u64; 2]) -> Option<(Resolved<'_>, Word)> {
         for slot in self.index.candidates(hash) {
             let Some(part) = self.get(slot) else { continue };
             let w = part.cell.load();
@@ -881,7 +905,7 @@ impl Table {
                 && part.key_is(key)
                 && part.cell.load().generation() == w.generation()
             {
-                return Some(Resolved { slot, part, owner });
+                return Some((Resolved { slot, part, owner }, w));
             }
         }
         None
@@ -931,9 +955,9 @@ impl Table {
     /// inserter published first.
     #[cold]
     fn insert(&self, tenant: &str) -> Option<Resolved<'_>> {
-        let hash = self.hash(tenant);
-        let owner = Self::owner_tag(hash);
         let short = pack_key(tenant);
+        let hash = self.hash_packed(tenant, short);
+        let owner = Self::owner_tag(hash);
         loop {
             let slot = self.alloc_slot()?;
             let part = self.get(slot)?;

@@ -708,3 +708,42 @@ fn c14_failures_counted_exactly_by_more_threads_than_stripes() {
     assert_eq!(p.state, State::Closed);
     assert_eq!(p.failures_total, 24_000);
 }
+
+#[test]
+fn c15_c9_a_tenant_refusal_is_counted_and_announces_stuck_under_its_own_name() {
+    // Open longer than the recovery bound: the refusals themselves must
+    // notice the episode is stuck, and name the tenant's partition.
+    let clock = ManualClock::new();
+    let yaml = TWO.replacen("open_duration: 30s", "open_duration: 5m", 1);
+    let bank = Bank::with_clock(Profile::from_yaml(&yaml).unwrap(), clock.clone());
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let pay = bank.dependency("payments_client").unwrap();
+    admitted(pay.admit(Some("globex"), None).unwrap()).record(Outcome::Success);
+    fail(&pay, Some("acme"), 2);
+    clock.advance(Duration::from_secs(61));
+    for _ in 0..3 {
+        let r = rejected(pay.admit(Some("acme"), None).unwrap());
+        assert_eq!(r.reason, RejectReason::Open);
+        assert_eq!(r.retry_after, Some(Duration::from_secs(300 - 61)));
+    }
+    wait_for(&events, |ev| ev.iter().any(|e| e.kind == EventKind::Stuck));
+    let stuck: Vec<_> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == EventKind::Stuck)
+        .map(|e| e.partition.clone())
+        .collect();
+    assert_eq!(stuck, ["acme"]);
+    let m = bank.metrics();
+    let parts = &m.dependencies[0].partitions;
+    let acme = parts.iter().find(|p| p.partition == "acme").unwrap();
+    assert_eq!(acme.rejected_open_total, 3);
+    assert!(parts
+        .iter()
+        .filter(|p| p.partition != "acme")
+        .all(|p| p.rejected_open_total == 0));
+    admitted(pay.admit(Some("globex"), None).unwrap()).record(Outcome::Success);
+}
