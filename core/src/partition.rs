@@ -8,11 +8,12 @@
 //! `crossbeam_epoch::Atomic`. Inserting or removing a tenant copies its
 //! shard and swaps it in with one compare-and-swap; the old shard is
 //! reclaimed by epoch. In front of the shards sits the tenant index, a
-//! fixed array of `tag | slot` hints (see `Index`): a lookup of an id of
-//! up to 15 bytes reads one line of hints and confirms the hit on the
-//! partition itself, which keeps such an id beside its owner tag; no pin,
-//! no shard. Longer ids, and hints that are missing or stale, go to the
-//! shards (pin the epoch and read). Either way no lock, no allocation.
+//! fixed array of `tag | slot` hints (see `Index`): a lookup reads one
+//! line of hints and confirms the hit on the partition itself, which keeps
+//! its owner's id (up to 15 bytes) or a keyed 120-bit fingerprint of it
+//! (longer ids) beside its owner tag; no pin, no shard. Hints that are
+//! missing or stale go to the shards (pin the epoch and read, comparing
+//! whole ids). Either way no lock, no allocation.
 //!
 //! Eviction recycles a slot. The evictor first moves the slot's word from
 //! an idle (or closed) word to `Vacant` with a new generation (one CAS that
@@ -33,7 +34,7 @@
 //! Memory: a partition is one 64-byte cache line in the arena; its shard
 //! entry is 32 bytes (the id packed in two words up to 15 bytes, shared
 //! beyond, with the id's hash so rebuilding a shard never rehashes); the
-//! index adds 6 bytes per `max_tenants`; counters are allocated only once
+//! index adds 8 bytes per `max_tenants`; counters are allocated only once
 //! something non-healthy happens to a partition. Shards are rebuilt
 //! compactly on every change, so their size follows the live count.
 //! Measured in `core/tests/memory.rs`: about 126 bytes per healthy
@@ -48,6 +49,7 @@ use crate::sync::{
     epoch, thread_index, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded,
     Mutex, Ordering, StdArc,
 };
+use siphasher::sip128::SipHasher13;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
@@ -282,15 +284,19 @@ impl Window {
 }
 
 /// One breaker: a (dependency, partition) pair's state and counters.
+/// One cache line, aligned to one: a chunk of partitions from a 16-byte
+/// aligned allocation would put every lookup across two lines.
 #[derive(Debug)]
+#[repr(align(64))]
 pub struct Partition {
     pub(crate) cell: Cell,
     /// Hash tag of the tenant owning this slot (0: global / overflow).
     owner: AtomicU64,
     /// Table tick of the last admission, for LRU eviction.
     last_used: AtomicU64,
-    /// The owner's id when it is short (see [`pack_key`]), else zeros: lets
-    /// a lookup through the tenant index confirm the id without a pin.
+    /// The owner's key words (see [`Table::key_words`]: the id when short,
+    /// else its fingerprint), zeros while it has none: lets a lookup
+    /// through the tenant index confirm the id without a pin.
     key: [AtomicU64; 2],
     /// Counters, allocated on the first non-healthy event.
     stats: AtomicPtr<Stats>,
@@ -414,7 +420,7 @@ impl Partition {
         self.owner.store(owner, Ordering::Release);
     }
 
-    /// Whether the short id kept in the partition is `key`.
+    /// Whether the key words kept in the partition are `key`.
     #[inline]
     fn key_is(&self, key: [u64; 2]) -> bool {
         // Acquire: see `set_owner`.
@@ -442,10 +448,33 @@ type TableHasher = foldhash::fast::FixedState;
 /// Longest tenant id a partition keeps itself (see [`pack_key`]).
 const PART_KEY: usize = 15;
 
+/// The key of a table's long-id fingerprints: random per table, fixed
+/// under loom (see [`TableHasher`]).
+#[cfg(not(loom))]
+fn fingerprint_keys() -> SipHasher13 {
+    // std's RandomState draws its keys from the OS; two of its outputs are
+    // as unpredictable as they are.
+    let s = std::hash::RandomState::new();
+    SipHasher13::new_with_keys(s.hash_one(0u8), s.hash_one(1u8))
+}
+#[cfg(loom)]
+fn fingerprint_keys() -> SipHasher13 {
+    SipHasher13::new_with_keys(0x5eed_0000_0000_0001, 0x5eed_0000_0000_0002)
+}
+
+/// A partition's key words for an id longer than [`PART_KEY`]: 120 bits of
+/// the id's keyed SipHash-1-3, with 0xff in the last byte where a packed
+/// short id has its length (1 to 15), so the two forms never meet. SipHash
+/// is a PRF: without the table's random key, two distinct ids share a
+/// fingerprint with probability 2^-120, however they were chosen.
+fn fingerprint(keys: &SipHasher13, tenant: &str) -> [u64; 2] {
+    let h = keys.hash(tenant.as_bytes());
+    [h.h1, h.h2 | 0xff << 56]
+}
+
 /// A tenant id of 1 to [`PART_KEY`] bytes as two words: the bytes, zero
 /// padded, little-endian, with the length in the last byte. Never all
-/// zeros, which a partition holds when its owner's id is longer (or it has
-/// none). Built from overlapping loads rather than a copy into a buffer:
+/// zeros, which a partition holds while it has no owner. Built from overlapping loads rather than a copy into a buffer:
 /// reading a buffer back as words right after byte-wise stores into it
 /// stalls store forwarding, a third of a short lookup's time.
 #[inline]
@@ -503,10 +532,13 @@ const _: () = assert!((crate::profile::MAX_MAX_TENANTS as u64) < (1 << SLOT_BITS
 /// or overwritten at any time without harm, and are written with plain
 /// stores. It spares the common lookup the epoch pin, the shard pointer
 /// and the hash table probe: one line of cells, then the partition.
-/// A cell and a half per tenant (6 bytes), so a bucket rarely fills, and
-/// a tag rarely names a stranger (1 in 128 per occupied cell).
+/// Two cells per tenant (8 bytes): at a full table 8 tenants per bucket of
+/// 16 on average, so about 1 tenant in 1,300 lands in a full bucket and
+/// is not indexed (at 1.5 cells it was 1 in 110, each of them an epoch pin
+/// and a shard probe per call); a tag rarely names a stranger (1 in 128
+/// per occupied cell).
 struct Index {
-    cells: Box<[AtomicU32]>,
+    cells: Box<[Bucket]>,
     buckets: u64,
     /// Rotates the cell replaced in a full bucket.
     victim: AtomicUsize,
@@ -514,9 +546,9 @@ struct Index {
 
 impl Index {
     fn new(capacity: u32) -> Self {
-        let buckets = (capacity as usize * 3 / 2).div_ceil(WAYS).max(1);
+        let buckets = (capacity as usize * 2).div_ceil(WAYS).max(1);
         Self {
-            cells: zeroed_cells(buckets * WAYS),
+            cells: zeroed_buckets(buckets),
             buckets: buckets as u64,
             victim: AtomicUsize::new(0),
         }
@@ -525,8 +557,8 @@ impl Index {
     #[inline]
     fn bucket(&self, hash: u64) -> &[AtomicU32] {
         // Low 32 bits scaled to the bucket count: no power-of-two rounding.
-        let start = (((hash & 0xffff_ffff) * self.buckets) >> 32) as usize * WAYS;
-        self.cells.get(start..start + WAYS).unwrap_or(&[])
+        let i = (((hash & 0xffff_ffff) * self.buckets) >> 32) as usize;
+        self.cells.get(i).map_or(&[], |b| &b.0[..])
     }
 
     /// The cell naming `slot` for the tenant of `hash`.
@@ -580,31 +612,39 @@ impl Index {
     }
 }
 
-/// `n` zeroed cells. Zeroed memory straight from the allocator: large
+/// One bucket of index cells, on a line of its own: a bucket across two
+/// lines would cost a lookup two misses.
+#[repr(align(64))]
+struct Bucket([AtomicU32; WAYS]);
+
+/// `n` zeroed buckets. Zeroed memory straight from the allocator: large
 /// tables get pages the OS maps on first touch, so a generous
 /// `max_tenants` costs address space, not memory, until tenants come.
 #[cfg(not(loom))]
-fn zeroed_cells(n: usize) -> Box<[AtomicU32]> {
-    let Ok(layout) = std::alloc::Layout::array::<AtomicU32>(n) else {
+fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
+    let Ok(layout) = std::alloc::Layout::array::<Bucket>(n) else {
         return Box::new([]);
     };
     if layout.size() == 0 {
         return Box::new([]);
     }
     // SAFETY: the layout has a non-zero size.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AtomicU32;
+    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut Bucket;
     if p.is_null() {
         std::alloc::handle_alloc_error(layout);
     }
-    // SAFETY: `p` is a live allocation of `layout`, i.e. of `[AtomicU32; n]`,
+    // SAFETY: `p` is a live allocation of `layout`, i.e. of `[Bucket; n]`,
     // from the global allocator, as `Box` expects; all-zero bytes are a
-    // valid `AtomicU32` (it has the in-memory representation of `u32`).
+    // valid `Bucket` (an array of `AtomicU32`, which has the in-memory
+    // representation of `u32`).
     unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
 }
 
 #[cfg(loom)]
-fn zeroed_cells(n: usize) -> Box<[AtomicU32]> {
-    (0..n).map(|_| AtomicU32::new(0)).collect()
+fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
+    (0..n)
+        .map(|_| Bucket(std::array::from_fn(|_| AtomicU32::new(0))))
+        .collect()
 }
 
 /// A shard entry: the partition's slot, the id's hash (so rebuilding a
@@ -694,6 +734,8 @@ pub(crate) struct Table {
     shard_bits: u32,
     index: Index,
     hasher: TableHasher,
+    /// Keys the fingerprints that stand for long ids in partitions.
+    fingerprints: SipHasher13,
     chunks: Box<[AtomicPtr<Partition>]>,
     capacity: u32,
     /// Next never-used slot (1-based; slot 0 is the overflow partition).
@@ -757,6 +799,7 @@ impl Table {
             shard_bits,
             index: Index::new(capacity),
             hasher: TableHasher::default(),
+            fingerprints: fingerprint_keys(),
             chunks: (0..nchunks)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
@@ -774,13 +817,30 @@ impl Table {
     /// A tenant's hash, as every path computes it.
     #[cfg(test)]
     fn hash(&self, tenant: &str) -> u64 {
-        self.hash_packed(tenant, pack_key(tenant))
+        self.hash_packed(tenant, self.key_words(tenant))
     }
 
-    /// [`Table::hash`] given `pack_key(tenant)`. A short id is hashed as
-    /// its two packed words, one folded multiply (foldhash's `u128`), so
-    /// its bytes are read once, by `pack_key`; a long one as a string.
-    /// Which form an id takes depends on the id alone: every path agrees.
+    /// The two words a partition keeps to confirm its owner without the
+    /// shards: the id itself when short ([`pack_key`]), else its
+    /// [`fingerprint`]. `None` for the empty id only.
+    #[inline]
+    fn key_words(&self, tenant: &str) -> Option<[u64; 2]> {
+        match pack_key(tenant) {
+            Some(k) => Some(k),
+            None if tenant.is_empty() => None,
+            None => Some(self.fingerprint(tenant)),
+        }
+    }
+
+    #[cold]
+    fn fingerprint(&self, tenant: &str) -> [u64; 2] {
+        fingerprint(&self.fingerprints, tenant)
+    }
+
+    /// [`Table::hash`] given `key_words(tenant)`: the two words hashed as
+    /// one `u128`, a single folded multiply (foldhash's `u128`), so the
+    /// id's bytes are read once, by `pack_key` or the fingerprint. Every
+    /// path computes it so.
     #[inline]
     fn hash_packed(&self, tenant: &str, key: Option<[u64; 2]>) -> u64 {
         match key {
@@ -858,21 +918,21 @@ impl Table {
     /// Looks a tenant up without creating it. Lock-free, allocation-free.
     #[inline]
     pub(crate) fn lookup(&self, tenant: &str) -> Option<Resolved<'_>> {
-        let key = pack_key(tenant);
+        let key = self.key_words(tenant);
         self.lookup_hashed(tenant, self.hash_packed(tenant, key), key)
     }
 
-    /// The common lookup alone, for the admission fast path: a short id
-    /// the index knows, with the word its partition was confirmed by.
+    /// The common lookup alone, for the admission fast path: a tenant the
+    /// index knows, with the word its partition was confirmed by.
     /// `None` says nothing about the tenant: ask [`Table::lookup`].
     #[inline]
     pub(crate) fn lookup_known(&self, tenant: &str) -> Option<(Resolved<'_>, Word)> {
-        let key = pack_key(tenant)?;
+        let key = self.key_words(tenant)?;
         let hash = self.hash_packed(tenant, Some(key));
         self.lookup_indexed(hash, Self::owner_tag(hash), key)
     }
 
-    /// [`Table::lookup`] with the id's hash and packed form already made.
+    /// [`Table::lookup`] with the id's hash and key words already made.
     #[inline]
     fn lookup_hashed(
         &self,
@@ -911,7 +971,7 @@ impl Table {
         None
     }
 
-    /// The shards' answer; teaches the index a short id it did not know.
+    /// The shards' answer; teaches the index a tenant it did not know.
     #[cold]
     fn lookup_sharded(
         &self,
@@ -920,6 +980,7 @@ impl Table {
         owner: u64,
         key: Option<[u64; 2]>,
     ) -> Option<Resolved<'_>> {
+        let short = pack_key(tenant);
         let slot = {
             let guard = epoch::pin();
             // Acquire: see the shard's contents as published.
@@ -929,7 +990,7 @@ impl Table {
             let shard = unsafe { shard.deref() };
             shard
                 .map
-                .find(hash, |e| e.hash() == hash && e.is(tenant, key))
+                .find(hash, |e| e.hash() == hash && e.is(tenant, short))
                 .map(Entry::slot)?
         };
         let part = self.get(slot)?;
@@ -956,12 +1017,13 @@ impl Table {
     #[cold]
     fn insert(&self, tenant: &str) -> Option<Resolved<'_>> {
         let short = pack_key(tenant);
-        let hash = self.hash_packed(tenant, short);
+        let key = self.key_words(tenant);
+        let hash = self.hash_packed(tenant, key);
         let owner = Self::owner_tag(hash);
         loop {
             let slot = self.alloc_slot()?;
             let part = self.get(slot)?;
-            part.set_owner(owner, short.unwrap_or([0, 0]));
+            part.set_owner(owner, key.unwrap_or([0, 0]));
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
             part.touch(tick);
@@ -973,7 +1035,7 @@ impl Table {
             };
             part.cell.store(vacant.transition(phase).with_trips(0));
             if self.publish(Entry::new(hash, tenant, short, slot)) {
-                if short.is_some() {
+                if key.is_some() {
                     self.index.remember(hash, slot);
                 }
                 return Some(Resolved { slot, part, owner });
@@ -981,7 +1043,7 @@ impl Table {
             // Lost the race to another inserter of the same tenant.
             part.cell.store(part.cell.load().transition(Phase::Vacant));
             self.release(slot);
-            if let Some(r) = self.lookup_hashed(tenant, hash, short) {
+            if let Some(r) = self.lookup_hashed(tenant, hash, key) {
                 return Some(r);
             }
         }
@@ -1262,12 +1324,35 @@ mod tests {
         assert_eq!(t.lookup("tenant-b").map(|r| r.slot), Some(b.slot));
         // Every cell overwritten with junk (a slot never handed out): the
         // shards still answer, and the index learns the tenant again.
-        for c in t.index.cells.iter() {
+        for c in t.index.cells.iter().flat_map(|b| b.0.iter()) {
             c.store(u32::MAX, Ordering::Relaxed);
         }
         assert_eq!(t.lookup("tenant-a").map(|r| r.slot), Some(a.slot));
         let ha = t.hash("tenant-a");
         assert!(t.index.candidates(ha).any(|s| s == a.slot));
+    }
+
+    #[test]
+    fn c9_long_ids_are_confirmed_through_the_index_by_their_fingerprint() {
+        let t = Table::new(8, None);
+        let a = "3f2b1c4d-0000-4000-8000-00000000000a";
+        let b = "3f2b1c4d-0000-4000-8000-00000000000b";
+        let ka = t.key_words(a).expect("non-empty");
+        assert_eq!(ka[1] >> 56, 0xff, "never a packed short id's length byte");
+        assert_ne!(Some(ka), t.key_words(b));
+        let ra = t.get_or_insert(a).expect("room");
+        // Found through the index alone: no pin, no shard.
+        let (known, w) = t.lookup_known(a).expect("indexed");
+        assert_eq!((known.slot, w.phase()), (ra.slot, Phase::Closed));
+        // A forged hint: b pointed at a's slot. The fingerprint refuses it.
+        t.index.remember(t.hash(b), ra.slot);
+        assert!(t.lookup_known(b).is_none());
+        assert!(t.lookup(b).is_none());
+        let rb = t.get_or_insert(b).expect("room");
+        assert_ne!(rb.slot, ra.slot);
+        assert_eq!(t.lookup_known(b).map(|(r, _)| r.slot), Some(rb.slot));
+        // Another table keys its fingerprints afresh.
+        assert_ne!(Table::new(8, None).key_words(a), Some(ka));
     }
 
     #[test]

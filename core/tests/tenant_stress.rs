@@ -3,8 +3,9 @@
 //! call may ever land in another tenant's partition.
 //!
 //! `max_tenants: 8`, consecutive_failures 2, on a clock that never moves.
-//! Four workers each own ten short tenant ids (every lookup tries the
-//! index) and call them in turn, 40 tenants for 8 slots: nearly every
+//! Four workers each own ten tenant ids (every lookup tries the index:
+//! short ids are confirmed by the id kept in the partition, UUID-shaped
+//! ones by their fingerprint) and call them in turn, 40 tenants for 8 slots: nearly every
 //! call evicts another tenant. Each tenant's own calls alternate failure,
 //! success, failure, success..., so in its own partition two failures
 //! never follow each other and it never trips. A call resolved into
@@ -32,6 +33,16 @@ const DEADLINE: Duration = Duration::from_secs(6);
 
 #[test]
 fn c9_stress_no_call_lands_in_another_tenants_partition_under_churn() {
+    churn(|w, k| format!("w{w}-t{k}"));
+}
+
+#[test]
+fn c9_stress_long_ids_never_land_in_another_tenants_partition_under_churn() {
+    churn(|w, k| format!("{w:08x}-0000-4000-8000-{k:012x}"));
+}
+
+/// Runs the churn with tenant `k` of worker `w` named `id(w, k)`.
+fn churn(id: impl Fn(usize, usize) -> String + Sync) {
     let profile = Profile::from_yaml(
         "dependencies:
   payments_client:
@@ -52,11 +63,9 @@ fn c9_stress_no_call_lands_in_another_tenants_partition_under_churn() {
     let start = Instant::now();
     std::thread::scope(|s| {
         for w in 0..WORKERS {
-            let (dep, in_table) = (&dep, &in_table);
+            let (dep, in_table, id) = (&dep, &in_table, &id);
             s.spawn(move || {
-                let ids: Vec<String> = (0..TENANTS_PER_WORKER)
-                    .map(|k| format!("w{w}-t{k}"))
-                    .collect();
+                let ids: Vec<String> = (0..TENANTS_PER_WORKER).map(|k| id(w, k)).collect();
                 // Per tenant: whether its next call records a failure.
                 let mut fail_next = vec![true; ids.len()];
                 for round in 0..ROUNDS {
