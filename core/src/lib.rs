@@ -59,10 +59,10 @@
 //!   (a plain load and store in the thread's own stripe for a global
 //!   breaker; a locked add otherwise).
 //! - `slow_call`: two clock reads per call (admit and record).
-//! - tenant isolation: a hash of the tenant id and one line of the tenant
-//!   index, confirmed on the partition (ids up to 15 bytes); longer ids,
-//!   and the first call after an index miss, take the shard lookup (an
-//!   epoch pin).
+//! - tenant isolation: the id's key words (the id itself up to 15 bytes,
+//!   else a keyed SipHash-1-3 fingerprint), their hash, one line of the
+//!   tenant index, and the partition, which confirms the key words; the
+//!   first call after an index miss takes the shard lookup (an epoch pin).
 //!
 //! The contract's clauses (C1…C16) are cited in the docs and tests.
 

@@ -10,7 +10,8 @@ use loom::thread;
 // shard path, with or without a racing eviction, as before the tenant
 // index existed; ids of up to 15 bytes try the index first, modelled by
 // `c9_index_hint_racing_recycle_never_admits_the_wrong_tenant`. (With
-// short ids these models grow past millions of executions.)
+// short ids these models grow past millions of executions; long ids keep
+// off the index under loom, see `Table::long_key_words`.)
 const A: &str = "tenant-a/by-shard-path";
 const B: &str = "tenant-b/by-shard-path";
 const C: &str = "tenant-c/by-shard-path";
