@@ -327,6 +327,10 @@ pub(crate) struct DepInner {
     timed: bool,
     /// Global and not `timed`: a closed word admits on one load of `zero`.
     admit_fast: bool,
+    /// Global, failure-rate policy, not `timed`, and a window whose buckets
+    /// a coarse reading places: closed outcomes go to the window without
+    /// the cell's CAS loop (see `record_windowed`).
+    window_fast: bool,
     /// Consecutive policy and no `slow_call`: a closed success with no
     /// failures counted is a no-op, decidable with one load.
     quiet_success: bool,
@@ -429,6 +433,9 @@ impl Dependency {
             inner: StdArc::new(DepInner {
                 timed: config.slow_call.is_some(),
                 admit_fast: table.is_none() && config.slow_call.is_none(),
+                window_fast: table.is_none()
+                    && config.slow_call.is_none()
+                    && zero.window.as_deref().is_some_and(|w| w.coarse_ok()),
                 quiet_success: consecutive.is_some() && config.slow_call.is_none(),
                 id,
                 config,
@@ -852,7 +859,7 @@ impl Dependency {
     /// Returns the outcome as counted: a success at least `slow_call` long
     /// is a failure (C5).
     pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
-        if self.quiet(permit, outcome) {
+        if self.quiet(permit, outcome) || self.record_windowed(permit, outcome) {
             return outcome;
         }
         let inner = &*self.inner;
@@ -895,6 +902,46 @@ impl Dependency {
                 }
             }
         }
+        self.apply(permit, part, verdict, trip)
+    }
+
+    /// A closed global failure-rate breaker's success or failure, counted
+    /// in the window and judged without the cell's CAS loop. That is what
+    /// the general path comes to for a closed word of the permit's
+    /// generation with no count (the rate policy keeps none there):
+    /// `machine::record` changes nothing unless the window trips, and a
+    /// trip goes on through the cell. True when recorded.
+    #[inline]
+    fn record_windowed(&self, permit: RawPermit, outcome: Outcome) -> bool {
+        let inner = &*self.inner;
+        if !inner.window_fast || permit.slot != 0 || permit.probe {
+            return false;
+        }
+        let verdict = match outcome {
+            Outcome::Success => Verdict::Success,
+            Outcome::Failure => Verdict::Failure,
+            Outcome::Cancelled => return false,
+        };
+        let part = &*inner.zero;
+        let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window.as_deref()) else {
+            return false;
+        };
+        if !part.cell.load().is_quiet_closed(permit.generation) {
+            return false;
+        }
+        let failed = verdict == Verdict::Failure;
+        if window.record_and_judge(self.now_coarse().as_nanos(), failed, rate, min_calls) {
+            let _ = self.apply(permit, part, verdict, true);
+        } else if failed {
+            part.stats().hot(Hot::Failure);
+        }
+        true
+    }
+
+    /// The cell's part of a record, after the window's: the word's change,
+    /// the counters, the transition's event.
+    fn apply(&self, permit: RawPermit, part: &Partition, verdict: Verdict, trip: bool) -> Outcome {
+        let inner = &*self.inner;
         let r = part.cell.record(
             &inner.policy,
             &*inner.clock,
