@@ -633,24 +633,34 @@ impl Dependency {
     /// lookup as the global fast path decides: closed admits (unless
     /// `slow_call` times it), open refuses while the period runs. Anything
     /// else is `admit_slow`'s.
-    #[inline]
+    #[inline(always)]
     fn answer_known(&self, t: &Table, tenant: &str) -> Option<Answer> {
         let (r, w) = t.lookup_known(tenant)?;
-        let a = match w.phase() {
-            Phase::Closed if !self.inner.timed => Answer::admitted(RawPermit {
-                slot: r.slot,
-                generation: w.generation(),
-                probe: false,
-                started_ns: NOT_TIMED,
-            }),
-            Phase::Open => Answer {
-                head: Answer::OPEN << Answer::KIND_SHIFT,
-                tail: self.refuse_open(r.slot, r.part, w)?.min(Answer::NONE - 1),
-            },
-            _ => return None,
-        };
+        match w.phase() {
+            Phase::Closed if !self.inner.timed => {
+                r.part.touch(t.tick());
+                Some(Answer::admitted(RawPermit {
+                    slot: r.slot,
+                    generation: w.generation(),
+                    probe: false,
+                    started_ns: NOT_TIMED,
+                }))
+            }
+            Phase::Open => self.refuse_known(t, r, w),
+            _ => None,
+        }
+    }
+
+    /// `answer_known` for an open word. Out of line, so the closed case
+    /// stays small enough to inline.
+    #[inline(never)]
+    fn refuse_known(&self, t: &Table, r: Resolved<'_>, w: Word) -> Option<Answer> {
+        let retry_ns = self.refuse_open(r.slot, r.part, w)?;
         r.part.touch(t.tick());
-        Some(a)
+        Some(Answer {
+            head: Answer::OPEN << Answer::KIND_SHIFT,
+            tail: retry_ns.min(Answer::NONE - 1),
+        })
     }
 
     /// An open global word: refused here while the period runs, else the
