@@ -698,7 +698,7 @@ impl Dependency {
     /// without the CAS loop: the tagged open-until, one coarse reading and
     /// `machine::still_open`, the same rule `machine::admit` applies.
     /// Returns the retry-after (ns) of the refusal it counted.
-    #[inline]
+    #[inline(always)]
     fn refuse_open(&self, slot: u32, p: &Partition, w: Word) -> Option<u64> {
         if w.phase() != Phase::Open {
             return None;
