@@ -24,6 +24,7 @@ test: lint rust-test loom ffi-test py-test
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
 # Release: the model and flood tests are CPU-bound, and the release
 # artifacts are shared with the C library build.

@@ -851,7 +851,7 @@ impl Table {
         None
     }
 
-    /// [`Table::hash`] given `key_words(tenant)`: the two words hashed as
+    /// A tenant's hash, given `key_words(tenant)`: the two words hashed as
     /// one `u128`, a single folded multiply (foldhash's `u128`), so the
     /// id's bytes are read once, by `pack_key` or the fingerprint. Every
     /// path computes it so.

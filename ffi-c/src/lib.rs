@@ -5,10 +5,10 @@
 //! * Every function returns a `bb_status` (`BB_OK` = 0) and writes its
 //!   results through out-pointers, **only on success** (the one exception is
 //!   `BB_ERR_BUFFER_TOO_SMALL`, which writes the size needed to `*written`).
-//! * Every body runs inside [`ffi_boundary!`]: a Rust panic never unwinds into
+//! * Every body runs inside `ffi_boundary!` (in `boundary.rs`): a Rust panic never unwinds into
 //!   C; it returns `BB_ERR_PANIC` and its message is kept for `bb_last_error`.
-//! * Every pointer goes through one null-check macro ([`try_ref!`] /
-//!   [`try_out!`]); a null or misaligned pointer is `BB_ERR_INVALID_ARGUMENT`.
+//! * Every pointer goes through one null-check macro (`try_ref!` /
+//!   `try_out!`); a null or misaligned pointer is `BB_ERR_INVALID_ARGUMENT`.
 //! * Strings are (pointer, length) UTF-8, never NUL-terminated; invalid UTF-8
 //!   is `BB_ERR_INVALID_ARGUMENT` with a message naming the argument.
 //! * The message of the calling thread's last error is kept per thread and
