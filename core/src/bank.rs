@@ -123,6 +123,29 @@ enum AnswerKind {
     TenantRequired,
 }
 
+/// The permit of a call admitted on closed word `w` of the partition at
+/// `slot`: never a probe, not timed.
+#[inline(always)]
+fn closed_permit(slot: u32, w: Word) -> RawPermit {
+    RawPermit {
+        slot,
+        generation: w.generation(),
+        probe: false,
+        started_ns: NOT_TIMED,
+    }
+}
+
+/// An outcome as the state machine takes it (before `slow_call` may turn
+/// a success into a failure).
+#[inline(always)]
+fn verdict_of(outcome: Outcome) -> Verdict {
+    match outcome {
+        Outcome::Success => Verdict::Success,
+        Outcome::Failure => Verdict::Failure,
+        Outcome::Cancelled => Verdict::Cancelled,
+    }
+}
+
 impl Answer {
     const ADMITTED: u64 = 0;
     const OPEN: u64 = 1;
@@ -167,6 +190,15 @@ impl Answer {
         Answer {
             head: kind << Self::KIND_SHIFT,
             tail,
+        }
+    }
+
+    /// A refusal by an open breaker, retry after `retry_ns`.
+    #[inline(always)]
+    fn refused_open(retry_ns: u64) -> Self {
+        Answer {
+            head: Self::OPEN << Self::KIND_SHIFT,
+            tail: retry_ns.min(Self::NONE - 1),
         }
     }
 
@@ -610,12 +642,7 @@ impl Dependency {
             let p = &*self.inner.zero;
             let w = p.cell.load();
             if w.phase() == Phase::Closed {
-                return Answer::admitted(RawPermit {
-                    slot: 0,
-                    generation: w.generation(),
-                    probe: false,
-                    started_ns: NOT_TIMED,
-                });
+                return Answer::admitted(closed_permit(0, w));
             }
             if w.phase() == Phase::Open {
                 return self.answer_open(p, w);
@@ -639,12 +666,7 @@ impl Dependency {
         match w.phase() {
             Phase::Closed if !self.inner.timed => {
                 r.part.touch(t.tick());
-                Some(Answer::admitted(RawPermit {
-                    slot: r.slot,
-                    generation: w.generation(),
-                    probe: false,
-                    started_ns: NOT_TIMED,
-                }))
+                Some(Answer::admitted(closed_permit(r.slot, w)))
             }
             Phase::Open => self.refuse_known(t, r, w),
             _ => None,
@@ -657,10 +679,7 @@ impl Dependency {
     fn refuse_known(&self, t: &Table, r: Resolved<'_>, w: Word) -> Option<Answer> {
         let retry_ns = self.refuse_open(r.slot, r.part, w)?;
         r.part.touch(t.tick());
-        Some(Answer {
-            head: Answer::OPEN << Answer::KIND_SHIFT,
-            tail: retry_ns.min(Answer::NONE - 1),
-        })
+        Some(Answer::refused_open(retry_ns))
     }
 
     /// An open global word: refused here while the period runs, else the
@@ -669,10 +688,7 @@ impl Dependency {
     #[inline(never)]
     fn answer_open(&self, p: &Partition, w: Word) -> Answer {
         match self.refuse_open(0, p, w) {
-            Some(retry_ns) => Answer {
-                head: Answer::OPEN << Answer::KIND_SHIFT,
-                tail: retry_ns.min(Answer::NONE - 1),
-            },
+            Some(retry_ns) => Answer::refused_open(retry_ns),
             None => self.admit_slow(None, None),
         }
     }
@@ -717,12 +733,7 @@ impl Dependency {
     /// A closed word admits without a clock (unless `slow_call` times it).
     #[inline]
     fn admit_closed(&self, w: Word) -> Option<RawPermit> {
-        (w.phase() == Phase::Closed && !self.inner.timed).then(|| RawPermit {
-            slot: 0,
-            generation: w.generation(),
-            probe: false,
-            started_ns: NOT_TIMED,
-        })
+        (w.phase() == Phase::Closed && !self.inner.timed).then(|| closed_permit(0, w))
     }
 
     /// Records an outcome, deciding the healthy case with one load: under
@@ -876,11 +887,7 @@ impl Dependency {
         let Some(part) = self.partition_by_slot(permit.slot) else {
             return outcome;
         };
-        let mut verdict = match outcome {
-            Outcome::Success => Verdict::Success,
-            Outcome::Failure => Verdict::Failure,
-            Outcome::Cancelled => Verdict::Cancelled,
-        };
+        let mut verdict = verdict_of(outcome);
         if let (Verdict::Success, Some(slow)) = (verdict, inner.config.slow_call) {
             if permit.started_ns != NOT_TIMED {
                 let took = inner
@@ -927,11 +934,10 @@ impl Dependency {
         if !inner.window_fast || permit.slot != 0 || permit.probe {
             return false;
         }
-        let verdict = match outcome {
-            Outcome::Success => Verdict::Success,
-            Outcome::Failure => Verdict::Failure,
-            Outcome::Cancelled => return false,
-        };
+        let verdict = verdict_of(outcome);
+        if verdict == Verdict::Cancelled {
+            return false;
+        }
         let part = &*inner.zero;
         let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window.as_deref()) else {
             return false;
