@@ -663,11 +663,11 @@ impl Dependency {
     #[inline(always)]
     fn answer_known(&self, t: &Table, tenant: &str) -> Option<Answer> {
         let (r, w) = t.lookup_known(tenant)?;
+        if let Some(raw) = self.admit_closed(r.slot, w) {
+            r.part.touch(t.tick());
+            return Some(Answer::admitted(raw));
+        }
         match w.phase() {
-            Phase::Closed if !self.inner.timed => {
-                r.part.touch(t.tick());
-                Some(Answer::admitted(closed_permit(r.slot, w)))
-            }
             Phase::Open => self.refuse_known(t, r, w),
             _ => None,
         }
@@ -730,10 +730,11 @@ impl Dependency {
         Some(retry_after)
     }
 
-    /// A closed word admits without a clock (unless `slow_call` times it).
+    /// A closed word of the partition at `slot` admits without a clock
+    /// (unless `slow_call` times it).
     #[inline]
-    fn admit_closed(&self, w: Word) -> Option<RawPermit> {
-        (w.phase() == Phase::Closed && !self.inner.timed).then(|| closed_permit(0, w))
+    fn admit_closed(&self, slot: u32, w: Word) -> Option<RawPermit> {
+        (w.phase() == Phase::Closed && !self.inner.timed).then(|| closed_permit(slot, w))
     }
 
     /// Records an outcome, deciding the healthy case with one load: under
@@ -806,12 +807,9 @@ impl Dependency {
             // global one does: the decision `machine::admit` makes for a
             // closed word, with the same ownership check as the CAS loop.
             let w = part.cell.load();
-            if let Some(raw) = self.admit_closed(w) {
+            if let Some(raw) = self.admit_closed(target.slot, w) {
                 if owner == 0 || part.owned_by(w, owner) {
-                    return Answer::admitted(RawPermit {
-                        slot: target.slot,
-                        ..raw
-                    });
+                    return Answer::admitted(raw);
                 }
             }
             let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
