@@ -557,10 +557,32 @@ impl Index {
     }
 
     #[inline]
-    fn bucket(&self, hash: u64) -> &[AtomicU32] {
+    fn bucket(&self, hash: u64) -> Option<&Bucket> {
         // Low 32 bits scaled to the bucket count: no power-of-two rounding.
         let i = (((hash & 0xffff_ffff) * self.buckets) >> 32) as usize;
-        self.cells.get(i).map_or(&[], |b| &b.0[..])
+        self.cells.get(i)
+    }
+
+    /// The bucket's cells in the tenant's probe order: from its home cell
+    /// on, wrapping. Cells are filled in the same order, so about 3 tenants
+    /// in 4 match the first cell read. What that saves is a mispredicted
+    /// branch, not loads: the scan's exit waits on the bucket's cache miss,
+    /// and a wrong guess there (once a call when cells were filled from
+    /// the first free one) discards the work begun on the next call, so
+    /// the misses of successive calls did not overlap.
+    #[inline]
+    fn probe(&self, hash: u64) -> impl Iterator<Item = &AtomicU32> + '_ {
+        let home = Self::home(hash);
+        let bucket = self.bucket(hash);
+        let ways = if bucket.is_some() { WAYS } else { 0 };
+        (0..ways).filter_map(move |k| Some(&bucket?.0[(home + k) % WAYS]))
+    }
+
+    /// The tenant's first cell in its bucket: bits 44.., above the shard's
+    /// (32..44), below the tag's (57..).
+    #[inline]
+    fn home(hash: u64) -> usize {
+        (hash >> 44) as usize % WAYS
     }
 
     /// The cell naming `slot` for the tenant of `hash`.
@@ -569,24 +591,24 @@ impl Index {
         ((hash >> 57) as u32) << SLOT_BITS | slot
     }
 
-    /// Slots the bucket names for the tenant of `hash`.
+    /// Slots the bucket names for the tenant of `hash`, in probe order.
     #[inline]
     fn candidates(&self, hash: u64) -> impl Iterator<Item = u32> + '_ {
         let tag = (hash >> 57) as u32;
         let slots = (1u32 << SLOT_BITS) - 1;
-        self.bucket(hash).iter().filter_map(move |c| {
+        self.probe(hash).filter_map(move |c| {
             // Relaxed: a hint, confirmed through the partition.
             let v = c.load(Ordering::Relaxed);
             (v >> SLOT_BITS == tag && v & slots != 0).then_some(v & slots)
         })
     }
 
-    /// Points the tenant of `hash` at `slot` (never slot 0, the overflow).
+    /// Points the tenant of `hash` at `slot` (never slot 0, the overflow):
+    /// the first free cell in probe order.
     fn remember(&self, hash: u64, slot: u32) {
         let new = Self::entry(hash, slot);
-        let bucket = self.bucket(hash);
         // Relaxed throughout: a hint, confirmed through the partition.
-        for c in bucket {
+        for c in self.probe(hash) {
             let v = c.load(Ordering::Relaxed);
             if v == new {
                 return;
@@ -598,16 +620,16 @@ impl Index {
                 return;
             }
         }
-        let i = self.victim.fetch_add(1, Ordering::Relaxed) % WAYS;
-        if let Some(c) = bucket.get(i) {
-            c.store(new, Ordering::Relaxed);
+        if let Some(b) = self.bucket(hash) {
+            let i = self.victim.fetch_add(1, Ordering::Relaxed) % WAYS;
+            b.0[i].store(new, Ordering::Relaxed);
         }
     }
 
     /// Clears the cell naming `slot` for the tenant of `hash`, if any.
     fn forget(&self, hash: u64, slot: u32) {
         let old = Self::entry(hash, slot);
-        for c in self.bucket(hash) {
+        for c in self.bucket(hash).iter().flat_map(|b| b.0.iter()) {
             // Relaxed: a hint; a racing `remember` may win, harmlessly.
             let _ = c.compare_exchange(old, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
@@ -1346,6 +1368,32 @@ mod tests {
         assert_eq!(t.lookup("tenant-a").map(|r| r.slot), Some(a.slot));
         let ha = t.hash("tenant-a");
         assert!(t.index.candidates(ha).any(|s| s == a.slot));
+    }
+
+    #[test]
+    fn c9_most_tenants_sit_in_their_home_cell_where_lookups_read_first() {
+        let n = 1000;
+        let t = Table::new(n, None);
+        let ids: Vec<String> = (0..n).map(|i| format!("tenant-{i}")).collect();
+        let slots: Vec<u32> = ids
+            .iter()
+            .map(|id| t.get_or_insert(id).expect("room").slot)
+            .collect();
+        let at_home = ids
+            .iter()
+            .zip(&slots)
+            .filter(|(id, &slot)| {
+                let h = t.hash(id);
+                let b = t.index.bucket(h).expect("a bucket");
+                b.0[Index::home(h)].load(Ordering::Relaxed) == Index::entry(h, slot)
+            })
+            .count();
+        // Two cells per tenant: about 3 in 4 find their home free (filled
+        // from cell 0 on, about 1 in 10 would sit there by chance).
+        assert!(at_home * 10 >= 6 * n as usize, "{at_home} of {n} at home");
+        for (id, &slot) in ids.iter().zip(&slots) {
+            assert_eq!(t.lookup(id).map(|r| r.slot), Some(slot), "{id}");
+        }
     }
 
     #[test]
