@@ -4,14 +4,26 @@
 //!
 //! Cost: every tenant is inserted first (one admit + record each, with
 //! `max_tenants` equal to the tenant count, so nothing is evicted); then
-//! each pass makes 1M admit + record-success calls, visiting the
-//! tenants in a scattered but fixed order (index += a large prime, mod N)
-//! so neither the hash shards nor the partition arena are walked in
-//! memory order. Tenant ids are 9 bytes (`t` + 8 letters), written into
-//! a stack buffer per call; the `id_floor` line is that loop alone. One
-//! more row repeats 100k tenants with 36-byte, UUID-shaped ids: too long
-//! for the partition to keep, so every lookup takes the shard path.
-//! The median pass is reported.
+//! each pass makes 1M admit + record-success calls. `scattered`: the
+//! tenants are visited in a shuffled order (a fixed random permutation,
+//! cycled), as uniformly spread traffic would reach them: consecutive
+//! calls touch unrelated partitions and index buckets, and no prefetcher
+//! can guess the next. `in order`: index += 3, mod N, the walk this
+//! example used before 2026-12-04 (it took 1,000,003 mod N, which is 3
+//! for every N here, not the scattered order it meant): partitions are
+//! allocated in insertion order, so that walk reads the arena almost
+//! sequentially and the prefetcher hides those misses. It is the best
+//! case, kept to compare with older figures.
+//! Tenant ids are 9 bytes (`t` + 8 letters), written into a stack buffer
+//! per call; the `id_floor` line is that loop alone. One more row repeats
+//! 100k tenants with 36-byte, UUID-shaped ids (kept as a fingerprint in
+//! the partition). The median pass is reported.
+//!
+//! Memory floor: N 64-byte lines (one per tenant, as each partition is),
+//! one word read per step in the same shuffled order: `chase` makes each
+//! read's address depend on the last read (the latency of one scattered
+//! line), `reads` leaves them independent (what overlapping misses bring
+//! it down to). One scattered line per call costs between the two.
 //!
 //! Memory: live heap bytes (allocated minus freed) counted by the global
 //! allocator below, after crossbeam-epoch garbage is flushed, divided by
@@ -109,8 +121,26 @@ fn call(dep: &Dependency, tenant: &str) {
 /// Calls per timed pass (at 1M tenants: every tenant once).
 const CALLS_PER_PASS: u64 = 1_000_000;
 
-/// A stride coprime with every N used here (all are 2^a·5^b).
-const STRIDE: u64 = 1_000_003;
+/// The shuffled visiting order of `n` tenants: a permutation of 0..n,
+/// the same in every run (xorshift64 from a fixed seed, Fisher-Yates).
+fn shuffled(n: u32) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..n).collect();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// The walk this example used before: index += 3, mod n (see the top).
+fn every_third(n: u32) -> Vec<u32> {
+    (0..u64::from(n))
+        .map(|k| (k * 3 % u64::from(n)) as u32)
+        .collect()
+}
 
 /// Tenant `i`'s id, short or UUID-shaped, in the caller's buffers.
 #[inline]
@@ -127,24 +157,49 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// ns per call of `f(index)` over `calls` scattered indexes in 0..n, median of `passes`.
-fn time_passes(n: u32, passes: usize, mut f: impl FnMut(u32)) -> f64 {
+/// ns per call of `f(index)` over `CALLS_PER_PASS` indexes taken from
+/// `order` (cycled); the median of `passes`.
+fn time_passes(order: &[u32], passes: usize, mut f: impl FnMut(u32)) -> f64 {
     let calls = CALLS_PER_PASS;
-    let stride = STRIDE % u64::from(n);
     let mut samples = Vec::with_capacity(passes);
     for _ in 0..passes {
-        let mut idx = 0u64;
+        let mut left = calls as usize;
         let t0 = Instant::now();
-        for _ in 0..calls {
-            f(idx as u32);
-            idx += stride;
-            if idx >= u64::from(n) {
-                idx -= u64::from(n);
+        while left > 0 {
+            let take = left.min(order.len());
+            for &i in &order[..take] {
+                f(i);
             }
+            left -= take;
         }
         samples.push(t0.elapsed().as_nanos() as f64 / calls as f64);
     }
     median(&mut samples)
+}
+
+/// One 64-byte line: the first word is the next line of the chase.
+#[repr(align(64))]
+struct Line([u64; 8]);
+
+/// The memory floor at `n` lines: (chase, reads) in ns per step.
+fn memory_floor(n: u32, passes: usize) -> (f64, f64) {
+    let order = shuffled(n);
+    let mut lines: Vec<Line> = (0..n).map(|_| Line([0; 8])).collect();
+    // One cycle through every line, in the shuffled order.
+    for (k, &i) in order.iter().enumerate() {
+        lines[i as usize].0[0] = u64::from(order[(k + 1) % order.len()]);
+    }
+    let mut at = u64::from(order[0]);
+    let chase = time_passes(&order, passes, |_| {
+        at = lines[at as usize].0[0];
+    });
+    black_box(at);
+    let mut sum = 0u64;
+    let reads = time_passes(&order, passes, |i| {
+        sum = sum.wrapping_add(lines[i as usize].0[0]);
+    });
+    black_box(sum);
+    (chase, reads)
 }
 
 fn main() {
@@ -164,13 +219,20 @@ fn main() {
         breakerbank::partition::PARTITION_BYTES
     );
     let mut buf = [0u8; 9];
-    let floor = time_passes(1_000_000, passes, |i| {
+    let floor = time_passes(&shuffled(1_000_000), passes, |i| {
         black_box(tenant_id(i, &mut buf));
     });
     println!("id_floor: {floor:.1} ns per id (the loop and the id alone)");
     println!(
-        "{:>9}  {:>8}  {:>10}  {:>12}  {:>12}  {:>14}  {:>10}",
-        "tenants", "id bytes", "ns/call", "insert ns", "bytes/tenant", "w/ table/tenant", "peak MB"
+        "{:>9}  {:>8}  {:>10}  {:>10}  {:>10}  {:>12}  {:>15}  {:>8}",
+        "tenants",
+        "id bytes",
+        "scattered",
+        "in order",
+        "insert ns",
+        "bytes/tenant",
+        "w/ table/tenant",
+        "peak MB"
     );
     let mut long = [0u8; 36];
     let rows = [
@@ -200,19 +262,33 @@ fn main() {
         let after = live();
         let per = (after - before) as f64 / f64::from(n);
         let per_with_table = (after - before_bank) as f64 / f64::from(n);
-        let ns = time_passes(n, passes, |i| {
+        let ns = time_passes(&shuffled(n), passes, |i| {
+            call(&dep, id(i, long_ids, &mut buf, &mut long))
+        });
+        let in_order = time_passes(&every_third(n), passes, |i| {
             call(&dep, id(i, long_ids, &mut buf, &mut long))
         });
         println!(
-            "{:>9}  {:>8}  {:>10.1}  {:>12.0}  {:>12.0}  {:>14.0}  {:>10.1}",
+            "{:>9}  {:>8}  {:>10.1}  {:>10.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}",
             n,
             if long_ids { 36 } else { 9 },
             ns,
+            in_order,
             insert_ns,
             per,
             per_with_table,
             (peak - before_bank) as f64 / 1e6
         );
+    }
+
+    println!("memory floor, ns per step over N scattered 64-byte lines:");
+    println!("{:>9}  {:>8}  {:>8}", "lines", "chase", "reads");
+    for n in [1_000u32, 100_000, 1_000_000] {
+        if n > max {
+            break;
+        }
+        let (chase, reads) = memory_floor(n, passes);
+        println!("{n:>9}  {chase:>8.1}  {reads:>8.1}");
     }
 
     // Flood: 1M distinct tenants, one call each, into max_tenants 10000.
