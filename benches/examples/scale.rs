@@ -19,11 +19,12 @@
 //! 100k tenants with 36-byte, UUID-shaped ids (kept as a fingerprint in
 //! the partition). The median pass is reported.
 //!
-//! Memory floor: N 64-byte lines (one per tenant, as each partition is),
-//! one word read per step in the same shuffled order: `chase` makes each
-//! read's address depend on the last read (the latency of one scattered
-//! line), `reads` leaves them independent (what overlapping misses bring
-//! it down to). One scattered line per call costs between the two.
+//! Memory floor, measured right before each row: N 64-byte lines (one per
+//! tenant, as each partition is), one word read per step in the same
+//! shuffled order: `chase` makes each read's address depend on the last
+//! read (the latency of one scattered line), `reads` leaves them
+//! independent (what overlapping misses bring it down to). One scattered
+//! line per call costs between the two.
 //!
 //! Memory: live heap bytes (allocated minus freed) counted by the global
 //! allocator below, after crossbeam-epoch garbage is flushed, divided by
@@ -224,11 +225,13 @@ fn main() {
     });
     println!("id_floor: {floor:.1} ns per id (the loop and the id alone)");
     println!(
-        "{:>9}  {:>8}  {:>10}  {:>10}  {:>10}  {:>12}  {:>15}  {:>8}",
+        "{:>9}  {:>8}  {:>10}  {:>10}  {:>8}  {:>8}  {:>10}  {:>12}  {:>15}  {:>8}",
         "tenants",
         "id bytes",
         "scattered",
         "in order",
+        "chase",
+        "reads",
         "insert ns",
         "bytes/tenant",
         "w/ table/tenant",
@@ -262,6 +265,10 @@ fn main() {
         let after = live();
         let per = (after - before) as f64 / f64::from(n);
         let per_with_table = (after - before_bank) as f64 / f64::from(n);
+        // Right before the row it frames: this host's caches change
+        // from minute to minute (a 6.4 MB chase took 18 ns in one run and
+        // 140 ns in the next).
+        let (chase, reads) = memory_floor(n, passes);
         let ns = time_passes(&shuffled(n), passes, |i| {
             call(&dep, id(i, long_ids, &mut buf, &mut long))
         });
@@ -269,26 +276,18 @@ fn main() {
             call(&dep, id(i, long_ids, &mut buf, &mut long))
         });
         println!(
-            "{:>9}  {:>8}  {:>10.1}  {:>10.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}",
+            "{:>9}  {:>8}  {:>10.1}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}",
             n,
             if long_ids { 36 } else { 9 },
             ns,
             in_order,
+            chase,
+            reads,
             insert_ns,
             per,
             per_with_table,
             (peak - before_bank) as f64 / 1e6
         );
-    }
-
-    println!("memory floor, ns per step over N scattered 64-byte lines:");
-    println!("{:>9}  {:>8}  {:>8}", "lines", "chase", "reads");
-    for n in [1_000u32, 100_000, 1_000_000] {
-        if n > max {
-            break;
-        }
-        let (chase, reads) = memory_floor(n, passes);
-        println!("{n:>9}  {chase:>8.1}  {reads:>8.1}");
     }
 
     // Flood: 1M distinct tenants, one call each, into max_tenants 10000.
