@@ -4,16 +4,22 @@
 //!
 //! Cost: every tenant is inserted first (one admit + record each, with
 //! `max_tenants` equal to the tenant count, so nothing is evicted); then
-//! each pass makes 1M admit + record-success calls. `scattered`: the
-//! tenants are visited in a shuffled order (a fixed random permutation,
-//! cycled), as uniformly spread traffic would reach them: consecutive
-//! calls touch unrelated partitions and index buckets, and no prefetcher
-//! can guess the next. `in order`: index += 3, mod N, the walk this
-//! example used before 2026-12-04 (it took 1,000,003 mod N, which is 3
-//! for every N here, not the scattered order it meant): partitions are
-//! allocated in insertion order, so that walk reads the arena almost
-//! sequentially and the prefetcher hides those misses. It is the best
-//! case, kept to compare with older figures.
+//! each pass makes 1M admit + record-success calls, in three orders:
+//!
+//! - `scattered`: a fixed shuffled order (a random permutation, cycled),
+//!   as uniformly spread traffic reaches the tenants: consecutive calls
+//!   touch unrelated partitions and index buckets, and no prefetcher can
+//!   guess the next.
+//! - `zipf`: 1M calls drawn from a Zipf law of exponent one over the
+//!   tenants, the popular ones scattered in the arena: traffic with a few
+//!   large tenants, whose partitions stay in cache.
+//! - `in order`: index += 3, mod N, the walk this example first used (it
+//!   took 1,000,003 mod N, which is 3 for every N here, not the scattered
+//!   order it meant). Partitions are allocated in insertion
+//!   order, so that walk reads the arena almost sequentially and the
+//!   prefetcher hides those misses: the best case, kept to compare with
+//!   older figures.
+//!
 //! Tenant ids are 9 bytes (`t` + 8 letters), written into a stack buffer
 //! per call; the `id_floor` line is that loop alone. One more row repeats
 //! 100k tenants with 36-byte, UUID-shaped ids (kept as a fingerprint in
@@ -136,6 +142,31 @@ fn shuffled(n: u32) -> Vec<u32> {
     order
 }
 
+/// `CALLS_PER_PASS` tenant indexes drawn from a Zipf law (exponent 1) over
+/// n tenants: the k-th most popular gets calls in proportion to 1/k, as
+/// traffic with a few large tenants would. Ranks are mapped to tenants
+/// through `shuffled`, so popular tenants are not neighbours in the arena.
+fn zipf(n: u32) -> Vec<u32> {
+    let tenants = shuffled(n);
+    let mut cdf = Vec::with_capacity(n as usize);
+    let mut total = 0.0f64;
+    for k in 1..=n {
+        total += 1.0 / f64::from(k);
+        cdf.push(total);
+    }
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..CALLS_PER_PASS)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let u = (x >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let rank = cdf.partition_point(|&c| c < u).min(n as usize - 1);
+            tenants[rank]
+        })
+        .collect()
+}
+
 /// The walk this example used before: index += 3, mod n (see the top).
 fn every_third(n: u32) -> Vec<u32> {
     (0..u64::from(n))
@@ -225,10 +256,11 @@ fn main() {
     });
     println!("id_floor: {floor:.1} ns per id (the loop and the id alone)");
     println!(
-        "{:>9}  {:>8}  {:>10}  {:>10}  {:>8}  {:>8}  {:>10}  {:>12}  {:>15}  {:>8}",
+        "{:>9}  {:>8}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>10}  {:>12}  {:>15}  {:>8}",
         "tenants",
         "id bytes",
         "scattered",
+        "zipf",
         "in order",
         "chase",
         "reads",
@@ -275,11 +307,15 @@ fn main() {
         let in_order = time_passes(&every_third(n), passes, |i| {
             call(&dep, id(i, long_ids, &mut buf, &mut long))
         });
+        let skewed = time_passes(&zipf(n), passes, |i| {
+            call(&dep, id(i, long_ids, &mut buf, &mut long))
+        });
         println!(
-            "{:>9}  {:>8}  {:>10.1}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}",
+            "{:>9}  {:>8}  {:>10.1}  {:>8.1}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}",
             n,
             if long_ids { 36 } else { 9 },
             ns,
+            skewed,
             in_order,
             chase,
             reads,
