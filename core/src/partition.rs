@@ -570,9 +570,10 @@ impl Index {
     /// on, wrapping. Cells are filled in the same order, so about 3 tenants
     /// in 4 match the first cell read. What that saves is a mispredicted
     /// branch, not loads: the scan's exit waits on the bucket's cache miss,
-    /// and a wrong guess there (once a call when cells were filled from
-    /// the first free one) discards the work begun on the next call, so
-    /// the misses of successive calls did not overlap.
+    /// and a wrong guess there (about once a call by callgrind's branch
+    /// model, when cells were filled from the first free one) discards the
+    /// work begun on the next call, so the misses of successive calls did
+    /// not overlap.
     #[inline]
     fn probe(&self, hash: u64) -> impl Iterator<Item = &AtomicU32> + '_ {
         let home = Self::home(hash);
@@ -812,10 +813,10 @@ impl Drop for Table {
 
 impl Table {
     pub(crate) fn new(capacity: u32, window: Option<Duration>) -> Self {
-        // About 32 tenants a shard, so an insert's copy stays small (at
-        // 4,096 shards, the cap before, a 1M table copied ~244
-        // entries per new tenant: 3.2 µs). The cap bounds what an empty
-        // table costs up front: 32,768 shards, 1.8 MB, for 1M tenants and up.
+        // About 32 tenants a shard, so an insert's copy stays small (with
+        // at most 4,096 shards a 1M table's held ~244 entries each, and a
+        // new tenant cost 3.2 µs). The cap bounds what an empty table costs
+        // up front: 32,768 shards, about 1.8 MB, for 1M tenants and more.
         let shards_wanted = (capacity as usize / 32)
             .clamp(1, MAX_SHARDS)
             .next_power_of_two();
