@@ -232,10 +232,24 @@ impl Answer {
 
 /// Permission to make one call. Record its outcome; dropping it unrecorded
 /// records [`Outcome::Cancelled`] (C13).
-#[derive(Debug)]
 pub struct Permit<'a> {
     dep: &'a Dependency,
     raw: RawPermit,
+    /// The partition `raw.slot` names, when the admission had it at hand:
+    /// recording then skips finding it again by slot (a tenant's through
+    /// the table's chunks), instructions that under scattered tenant
+    /// traffic cost more than they seem, as they keep the core from
+    /// starting the next call's cache misses sooner.
+    part: Option<&'a Partition>,
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("dep", &self.dep)
+            .field("raw", &self.raw)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Permit<'_> {
@@ -255,7 +269,7 @@ impl Permit<'_> {
         // Consumed without Drop: no "done" flag to write and test, so a
         // permit stays two registers through an inlined admit + record.
         let this = ManuallyDrop::new(self);
-        this.dep.record_fast(this.raw, outcome);
+        this.dep.record_fast(this.raw, this.part, outcome);
     }
 
     /// The permit as plain data; the caller now owes exactly one
@@ -629,23 +643,30 @@ impl Dependency {
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Decision<'_>, AdmitError> {
-        self.decode(self.answer(tenant, deadline))
+        let (a, part) = self.answer(tenant, deadline);
+        self.decode(a, part)
     }
 
     /// The admission as two words. A global breaker's common cases come
     /// from one load of its word, with the decisions `machine::admit`
     /// makes for a closed word and for an open one whose period is not
     /// over; everything else is out of line.
+    /// With the answer, the admitted call's partition when a fast path
+    /// resolved it (see `Permit::part`).
     #[inline(always)]
-    fn answer(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
+    fn answer(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> (Answer, Option<&Partition>) {
         if let (true, None) = (self.inner.admit_fast, deadline) {
             let p = &*self.inner.zero;
             let w = p.cell.load();
             if w.phase() == Phase::Closed {
-                return Answer::admitted(closed_permit(0, w));
+                return (Answer::admitted(closed_permit(0, w)), Some(p));
             }
             if w.phase() == Phase::Open {
-                return self.answer_open(p, w);
+                return (self.answer_open(p, w), None);
             }
         }
         if let (Some(t), Some(name), None) = (&self.inner.table, tenant, deadline) {
@@ -653,7 +674,7 @@ impl Dependency {
                 return a;
             }
         }
-        self.admit_slow(tenant, deadline)
+        (self.admit_slow(tenant, deadline), None)
     }
 
     /// A tenant the index knows, decided on the word that confirmed the
@@ -661,14 +682,18 @@ impl Dependency {
     /// `slow_call` times it), open refuses while the period runs. Anything
     /// else is `admit_slow`'s.
     #[inline(always)]
-    fn answer_known(&self, t: &Table, tenant: &str) -> Option<Answer> {
+    fn answer_known<'t>(
+        &self,
+        t: &'t Table,
+        tenant: &str,
+    ) -> Option<(Answer, Option<&'t Partition>)> {
         let (r, w) = t.lookup_known(tenant)?;
         if let Some(raw) = self.admit_closed(r.slot, w) {
             r.part.touch(t.tick());
-            return Some(Answer::admitted(raw));
+            return Some((Answer::admitted(raw), Some(r.part)));
         }
         match w.phase() {
-            Phase::Open => self.refuse_known(t, r, w),
+            Phase::Open => Some((self.refuse_known(t, r, w)?, None)),
             _ => None,
         }
     }
@@ -695,11 +720,16 @@ impl Dependency {
 
     /// Rebuilds the public answer in the caller, from registers.
     #[inline(always)]
-    fn decode(&self, a: Answer) -> Result<Decision<'_>, AdmitError> {
+    fn decode<'a>(
+        &'a self,
+        a: Answer,
+        part: Option<&'a Partition>,
+    ) -> Result<Decision<'a>, AdmitError> {
         match a.kind() {
             AnswerKind::Admitted => Ok(Decision::Admitted(Permit {
                 dep: self,
                 raw: a.raw(),
+                part,
             })),
             AnswerKind::Rejected(reason) => Ok(Decision::Rejected(Rejection {
                 reason,
@@ -741,8 +771,8 @@ impl Dependency {
     /// the consecutive policy a success on a closed word with no failures
     /// counted changes nothing (`machine::record`'s `(None, Applied)`).
     #[inline(always)]
-    fn record_fast(&self, raw: RawPermit, outcome: Outcome) {
-        if !self.quiet(raw, outcome) {
+    fn record_fast(&self, raw: RawPermit, part: Option<&Partition>, outcome: Outcome) {
+        if !self.quiet_on(raw, part, outcome) {
             self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
         }
     }
@@ -752,11 +782,18 @@ impl Dependency {
     /// word of its generation with no failures counted. One load.
     #[inline(always)]
     fn quiet(&self, raw: RawPermit, outcome: Outcome) -> bool {
+        self.quiet_on(raw, None, outcome)
+    }
+
+    /// [`Dependency::quiet`] on `part`, the partition `raw.slot` names, if
+    /// the caller has it (else it is found by slot).
+    #[inline(always)]
+    fn quiet_on(&self, raw: RawPermit, part: Option<&Partition>, outcome: Outcome) -> bool {
         outcome == Outcome::Success
             && self.inner.quiet_success
             && !raw.probe
-            && self
-                .partition_by_slot(raw.slot)
+            && part
+                .or_else(|| self.partition_by_slot(raw.slot))
                 .is_some_and(|part| part.cell.load().is_quiet_closed(raw.generation))
     }
 

@@ -121,6 +121,35 @@ fn c9_one_tenant_failing_never_trips_another() {
 }
 
 #[test]
+fn c5_c9_a_recorded_success_resets_its_own_tenants_count_and_no_other() {
+    let (bank, _c) = two();
+    let pay = bank.dependency("payments_client").unwrap();
+    // Two failures trip. Three tenants: "quiet" stays fresh, the other two
+    // count one failure each, then only "a" records a success, through a
+    // permit admitted on the fast path (the tenants are known by then),
+    // which carries its partition. Had it carried "quiet"'s (a fresh word
+    // of the same generation), the success would pass for one that changes
+    // nothing, and a's count would stand.
+    for t in ["quiet", "a", "b"] {
+        admitted(pay.admit(Some(t), None).unwrap()).record(Outcome::Success);
+    }
+    fail(&pay, Some("a"), 1);
+    fail(&pay, Some("b"), 1);
+    admitted(pay.admit(Some("a"), None).unwrap()).record(Outcome::Success);
+    fail(&pay, Some("a"), 1);
+    fail(&pay, Some("b"), 1);
+    assert_eq!(
+        pay.state(Some("a")).unwrap(),
+        State::Closed,
+        "a's count was reset"
+    );
+    assert_eq!(pay.state(Some("b")).unwrap(), State::Open, "b's was not");
+    assert_eq!(pay.state(Some("quiet")).unwrap(), State::Closed);
+    // The overflow partition (the dependency's own) saw none of it.
+    assert_eq!(pay.state(Some("<never seen>")).unwrap(), State::Closed);
+}
+
+#[test]
 fn c9_flood_of_a_million_tenants_stays_bounded_and_keeps_open_ones() {
     let bank = tenant_bank(1, 10000);
     let pay = bank.dependency("payments_client").unwrap();
