@@ -693,17 +693,18 @@ impl Dependency {
             return Some((Answer::admitted(raw), Some(r.part)));
         }
         match w.phase() {
-            Phase::Open => Some((self.refuse_known(t, r, w)?, None)),
+            Phase::Open => Some((self.refuse_known(t, r.slot, r.part, w)?, None)),
             _ => None,
         }
     }
 
     /// `answer_known` for an open word. Out of line, so the closed case
-    /// stays small enough to inline.
+    /// stays small enough to inline; slot and partition apart, in
+    /// registers (a `Resolved` went through the stack on every call).
     #[inline(never)]
-    fn refuse_known(&self, t: &Table, r: Resolved<'_>, w: Word) -> Option<Answer> {
-        let retry_ns = self.refuse_open(r.slot, r.part, w)?;
-        r.part.touch(t.tick());
+    fn refuse_known(&self, t: &Table, slot: u32, part: &Partition, w: Word) -> Option<Answer> {
+        let retry_ns = self.refuse_open(slot, part, w)?;
+        part.touch(t.tick());
         Some(Answer::refused_open(retry_ns))
     }
 
