@@ -235,11 +235,9 @@ impl Answer {
 pub struct Permit<'a> {
     dep: &'a Dependency,
     raw: RawPermit,
-    /// The partition `raw.slot` names, when the admission had it at hand:
-    /// recording then skips finding it again by slot (a tenant's through
-    /// the table's chunks), instructions that under scattered tenant
-    /// traffic cost more than they seem, as they keep the core from
-    /// starting the next call's cache misses sooner.
+    /// The partition `raw.slot` names, when the admission had it at hand,
+    /// so recording need not find it again by slot (for a tenant, a load
+    /// through the table's chunk pointers on the call's critical path).
     part: Option<&'a Partition>,
 }
 
@@ -267,7 +265,7 @@ impl Permit<'_> {
     #[inline(always)]
     pub fn record(self, outcome: Outcome) {
         // Consumed without Drop: no "done" flag to write and test, so a
-        // permit stays two registers through an inlined admit + record.
+        // permit stays in registers through an inlined admit + record.
         let this = ManuallyDrop::new(self);
         this.dep.record_fast(this.raw, this.part, outcome);
     }
@@ -650,9 +648,9 @@ impl Dependency {
     /// The admission as two words. A global breaker's common cases come
     /// from one load of its word, with the decisions `machine::admit`
     /// makes for a closed word and for an open one whose period is not
-    /// over; everything else is out of line.
-    /// With the answer, the admitted call's partition when a fast path
-    /// resolved it (see `Permit::part`).
+    /// over; everything else is out of line. With the answer comes the
+    /// admitted call's partition when a fast path resolved it (see
+    /// `Permit::part`).
     #[inline(always)]
     fn answer(
         &self,
