@@ -128,16 +128,22 @@ fn call(dep: &Dependency, tenant: &str) {
 /// Calls per timed pass (at 1M tenants: every tenant once).
 const CALLS_PER_PASS: u64 = 1_000_000;
 
+/// The next value of a xorshift64 generator: the fixed-seed sequences
+/// below are the same in every run.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// The shuffled visiting order of `n` tenants: a permutation of 0..n,
-/// the same in every run (xorshift64 from a fixed seed, Fisher-Yates).
+/// the same in every run (Fisher-Yates).
 fn shuffled(n: u32) -> Vec<u32> {
     let mut order: Vec<u32> = (0..n).collect();
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
+        order.swap(i, (xorshift(&mut x) % (i as u64 + 1)) as usize);
     }
     order
 }
@@ -157,10 +163,7 @@ fn zipf(n: u32) -> Vec<u32> {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     (0..CALLS_PER_PASS)
         .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let u = (x >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let u = (xorshift(&mut x) >> 11) as f64 / (1u64 << 53) as f64 * total;
             let rank = cdf.partition_point(|&c| c < u).min(n as usize - 1);
             tenants[rank]
         })
