@@ -914,7 +914,10 @@ impl Dependency {
     /// Returns the outcome as counted: a success at least `slow_call` long
     /// is a failure (C5).
     pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
-        if self.quiet(permit, outcome) || self.record_windowed(permit, outcome) {
+        if self.quiet(permit, outcome)
+            || self.record_windowed(permit, outcome)
+            || self.record_counted(permit, outcome)
+        {
             return outcome;
         }
         let inner = &*self.inner;
@@ -985,6 +988,28 @@ impl Dependency {
         } else if failed {
             part.stats().hot(Hot::Failure);
         }
+        true
+    }
+
+    /// A failure the consecutive policy only counts
+    /// ([`machine::count_failure`]), installed by one CAS instead of the
+    /// cell's loop; a lost race goes the general way. True when recorded.
+    #[inline]
+    fn record_counted(&self, permit: RawPermit, outcome: Outcome) -> bool {
+        if outcome != Outcome::Failure || permit.probe {
+            return false;
+        }
+        let Some(part) = self.partition_by_slot(permit.slot) else {
+            return false;
+        };
+        let w = part.cell.load();
+        let Some(next) = machine::count_failure(w, &self.inner.policy, permit.generation) else {
+            return false;
+        };
+        if !part.cell.try_replace(w, next) {
+            return false;
+        }
+        part.stats().hot(Hot::Failure);
         true
     }
 

@@ -243,7 +243,8 @@ impl Cell {
         }
     }
 
-    /// CAS from an observed word to another, once; for eviction.
+    /// CAS from an observed word to another, once: for eviction, and for
+    /// fast paths that fall back to [`Cell::update`] when it fails.
     pub fn try_replace(&self, current: Word, new: Word) -> bool {
         // AcqRel: as in `update`.
         self.word

@@ -276,6 +276,9 @@ pub fn record(
             }
         }
         (Phase::Closed, Verdict::Failure) => {
+            if let Some(next) = count_failure(w, policy, generation) {
+                return (Some(next), Recorded::Applied);
+            }
             let failures = w.count().saturating_add(1);
             let trips = match policy.consecutive_failures {
                 Some(n) => failures >= n,
@@ -317,6 +320,19 @@ pub fn record(
         }
         _ => (None, Recorded::Late),
     }
+}
+
+/// A failure that only counts (C5): under the consecutive policy, on a
+/// closed word of `generation`, below the threshold, the word with one
+/// more failure; `None` when the failure does anything else (trips, is
+/// late, falls under the failure-rate policy). [`record`] decides such a
+/// failure the same way; this is its one-CAS fast path.
+#[inline]
+pub fn count_failure(w: Word, policy: &Policy, generation: u32) -> Option<Word> {
+    let n = policy.consecutive_failures?;
+    let failures = w.count().saturating_add(1);
+    (w.phase() == Phase::Closed && w.generation() == generation & GEN_MASK && failures < n)
+        .then(|| w.with_count(failures))
 }
 
 /// Operator reset (C11): closed, new generation, counters and backoff cleared.
