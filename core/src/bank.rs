@@ -772,7 +772,7 @@ impl Dependency {
     #[inline(always)]
     fn record_fast(&self, raw: RawPermit, part: Option<&Partition>, outcome: Outcome) {
         if !self.quiet_on(raw, part, outcome) {
-            self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
+            let _ = self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
         }
     }
 
@@ -794,28 +794,6 @@ impl Dependency {
             && part
                 .or_else(|| self.partition_by_slot(raw.slot))
                 .is_some_and(|part| part.cell.load().is_quiet_closed(raw.generation))
-    }
-
-    /// Everything but the quiet success, kept out of line so the fast path
-    /// above stays a few instructions in the caller.
-    /// (The permit in scalars: passed in registers, so the caller need not
-    /// spill it to memory on the fast path just in case.)
-    #[inline(never)]
-    fn record_cold(
-        &self,
-        slot: u32,
-        generation: u32,
-        probe: bool,
-        started_ns: u64,
-        outcome: Outcome,
-    ) {
-        let raw = RawPermit {
-            slot,
-            generation,
-            probe,
-            started_ns,
-        };
-        let _ = self.record_raw(raw, outcome);
     }
 
     #[inline(never)]
@@ -913,11 +891,41 @@ impl Dependency {
     ///
     /// Returns the outcome as counted: a success at least `slow_call` long
     /// is a failure (C5).
+    #[inline]
     pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
-        if self.quiet(permit, outcome)
-            || self.record_windowed(permit, outcome)
-            || self.record_counted(permit, outcome)
-        {
+        if self.quiet(permit, outcome) {
+            return outcome;
+        }
+        self.record_cold(
+            permit.slot,
+            permit.generation,
+            permit.probe,
+            permit.started_ns,
+            outcome,
+        )
+    }
+
+    /// Everything but the quiet success, kept out of line so the fast path
+    /// before it stays a few instructions in the caller (the C ABI's
+    /// `bb_record` included).
+    /// (The permit in scalars: passed in registers, so the caller need not
+    /// spill it to memory on the fast path just in case.)
+    #[inline(never)]
+    fn record_cold(
+        &self,
+        slot: u32,
+        generation: u32,
+        probe: bool,
+        started_ns: u64,
+        outcome: Outcome,
+    ) -> Outcome {
+        let permit = RawPermit {
+            slot,
+            generation,
+            probe,
+            started_ns,
+        };
+        if self.record_windowed(permit, outcome) || self.record_counted(permit, outcome) {
             return outcome;
         }
         let inner = &*self.inner;

@@ -240,6 +240,7 @@ impl Window {
     /// when the last judgement left the window armed. (A window sliding
     /// past old successes can raise the rate without a failure; the next
     /// failure judges that.)
+    #[inline]
     pub(crate) fn record_and_judge(
         &self,
         now_ns: u64,
@@ -252,6 +253,14 @@ impl Window {
         if !failed && !self.armed.load(Ordering::Relaxed) {
             return false;
         }
+        self.judge(now_ns, rate, min_calls)
+    }
+
+    /// The judgement of [`Window::record_and_judge`], out of line: the
+    /// unarmed success before it is the common call, and stays a few
+    /// instructions in the caller.
+    #[inline(never)]
+    fn judge(&self, now_ns: u64, rate: f64, min_calls: u64) -> bool {
         let (calls, fails) = self.totals(now_ns);
         let high = fails > 0 && (fails as f64) >= rate * calls as f64;
         let trip = high && calls >= min_calls;
