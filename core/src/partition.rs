@@ -109,9 +109,21 @@ pub(crate) struct Window {
     /// clear can write back a pre-trip count; it lands in a bucket of the
     /// clear's epoch at the latest, so it is never counted.
     cleared: AtomicU64,
+    /// Failures that may be counted without a judgement (see
+    /// [`Window::pass`]): a judgement that finds the rate well below the
+    /// threshold leaves the number of further failures, all in its bucket
+    /// epoch, that cannot raise it to the threshold even if no success
+    /// came between, so they need not sum the window again.
+    spare: AtomicU64,
 }
 
 const NEVER: u64 = u64::MAX;
+
+// The `spare` word: version (bits 36..64) | bucket epoch (12..36) | passes
+// left (0..12).
+const S_PASSES: u64 = (1 << 12) - 1;
+const S_EPOCH_SHIFT: u32 = 12;
+const S_VERSION_SHIFT: u32 = 36;
 
 /// Bucket width from which a coarse clock reading (a few ms behind) is
 /// precise enough to pick the bucket.
@@ -158,6 +170,7 @@ impl Window {
                 .unwrap_or(u64::MAX),
             armed: AtomicBool::new(false),
             cleared: AtomicU64::new(NEVER),
+            spare: AtomicU64::new(0),
         }
     }
 
@@ -240,7 +253,7 @@ impl Window {
     /// when the last judgement left the window armed. (A window sliding
     /// past old successes can raise the rate without a failure; the next
     /// failure judges that.)
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_and_judge(
         &self,
         now_ns: u64,
@@ -249,24 +262,102 @@ impl Window {
         min_calls: u64,
     ) -> bool {
         self.record(now_ns, failed);
-        // Relaxed: a hint; a missed arming delays a trip to the next failure.
-        if !failed && !self.armed.load(Ordering::Relaxed) {
-            return false;
+        if failed {
+            return self.judge_failure(now_ns, rate, min_calls);
         }
-        self.judge(now_ns, rate, min_calls)
+        // Relaxed: a hint; a missed arming delays a trip to the next failure.
+        self.armed.load(Ordering::Relaxed) && self.judge(now_ns, rate, min_calls, None)
+    }
+
+    /// A counted failure's pass or judgement; out of line, so that the
+    /// success before it stays a few instructions in the caller.
+    #[inline(never)]
+    fn judge_failure(&self, now_ns: u64, rate: f64, min_calls: u64) -> bool {
+        match self.pass(self.epoch(now_ns)) {
+            Ok(()) => false,
+            Err(marked) => self.judge(now_ns, rate, min_calls, Some(marked)),
+        }
+    }
+
+    /// Every failure's one step on `spare`, after counting itself: takes a
+    /// pass (`Ok`: no judgement needed) or, when none is left for its
+    /// epoch, marks the word with a new version and returns it (`Err`).
+    ///
+    /// Why that is exact: all failures go through this word one after
+    /// another (AcqRel read-modify-writes), and each wrote its bucket
+    /// before. A judgement follows its own mark, so it sums every failure
+    /// marked or passed before it; it installs passes only if the word is
+    /// still its mark, so no failure came between its sum and the
+    /// install; and each later failure takes one pass or marks again.
+    /// Successes only lower the rate. A stale install would need the
+    /// version (28 bits) to come round between a judgement's mark and its
+    /// install within one bucket epoch.
+    #[inline]
+    fn pass(&self, e: u64) -> Result<(), u64> {
+        let mut cur = self.spare.load(Ordering::Relaxed);
+        loop {
+            let open = (cur >> S_EPOCH_SHIFT) & B_EPOCH == e && cur & S_PASSES != 0;
+            let next = if open {
+                cur - 1
+            } else {
+                ((cur >> S_VERSION_SHIFT) + 1) << S_VERSION_SHIFT
+            };
+            // AcqRel: see above.
+            match self
+                .spare
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) if open => return Ok(()),
+                Ok(_) => return Err(next),
+                Err(seen) => cur = seen,
+            }
+        }
     }
 
     /// The judgement of [`Window::record_and_judge`], out of line: the
-    /// unarmed success before it is the common call, and stays a few
-    /// instructions in the caller.
+    /// unarmed success and the failure with a pass are the common calls.
+    /// `marked`: the failure's mark on `spare` (`None` for a success).
     #[inline(never)]
-    fn judge(&self, now_ns: u64, rate: f64, min_calls: u64) -> bool {
+    fn judge(&self, now_ns: u64, rate: f64, min_calls: u64, marked: Option<u64>) -> bool {
         let (calls, fails) = self.totals(now_ns);
-        let high = fails > 0 && (fails as f64) >= rate * calls as f64;
-        let trip = high && calls >= min_calls;
-        let armed = high && !trip;
+        let high = |calls: u64, fails: u64| fails > 0 && (fails as f64) >= rate * calls as f64;
+        let is_high = high(calls, fails);
+        let trip = is_high && calls >= min_calls;
+        let armed = is_high && !trip;
         if self.armed.load(Ordering::Relaxed) != armed {
             self.armed.store(armed, Ordering::Relaxed);
+        }
+        if let (Some(marked), false) = (marked, is_high) {
+            // The rate after j more failures and no success is
+            // (fails + j) / (calls + j), rising with j; the passes are
+            // the j that keep it below the threshold, checked with the
+            // very comparison above.
+            let room = if rate < 1.0 {
+                ((rate * calls as f64 - fails as f64) / (1.0 - rate)).max(0.0)
+            } else {
+                f64::INFINITY
+            };
+            let mut n = if room >= S_PASSES as f64 {
+                S_PASSES
+            } else {
+                room as u64
+            };
+            while n > 0 && high(calls + n, fails + n) {
+                n -= 1;
+            }
+            if n > 0 {
+                let e = self.epoch(now_ns);
+                let passes =
+                    (marked >> S_VERSION_SHIFT) << S_VERSION_SHIFT | e << S_EPOCH_SHIFT | n;
+                // Relaxed: only the value matters (see `pass`); a failed
+                // exchange means a failure came between, and leaves it.
+                let _ = self.spare.compare_exchange(
+                    marked,
+                    passes,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
         }
         trip
     }
@@ -293,6 +384,12 @@ impl Window {
     }
 
     fn zero(&self) {
+        // Passes granted before the clear are void: a new version.
+        let _ = self
+            .spare
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
+                Some(((cur >> S_VERSION_SHIFT) + 1) << S_VERSION_SHIFT)
+            });
         for b in self.stripes.iter().flat_map(|s| s.iter()) {
             // Relaxed: see `record`.
             b.store(0, Ordering::Relaxed);
@@ -1582,6 +1679,80 @@ mod tests {
         w.clear();
         w.record(1_400_000_000, true);
         assert_eq!(w.totals(1_400_000_000), (1, 1));
+    }
+
+    /// Passes left for the window's epoch at `now_ns`.
+    fn passes(w: &Window, now_ns: u64) -> u64 {
+        let v = w.spare.load(Ordering::Relaxed);
+        if (v >> S_EPOCH_SHIFT) & B_EPOCH == w.epoch(now_ns) {
+            v & S_PASSES
+        } else {
+            0
+        }
+    }
+
+    #[test]
+    fn c5_failures_below_the_threshold_pass_and_the_one_that_reaches_it_trips() {
+        for (rate, min_calls, successes) in [(0.5, 10, 100u64), (0.2, 5, 37), (0.9, 3, 9)] {
+            let w = Window::new(Duration::from_secs(10), 1);
+            for _ in 0..successes {
+                w.record_and_judge(0, false, rate, min_calls);
+            }
+            let (mut calls, mut fails) = (successes, 0u64);
+            let mut passed = 0;
+            loop {
+                let judged_before = passes(&w, 0);
+                calls += 1;
+                fails += 1;
+                let reached = fails as f64 >= rate * calls as f64 && calls >= min_calls;
+                let tripped = w.record_and_judge(0, true, rate, min_calls);
+                assert_eq!(
+                    tripped, reached,
+                    "rate {rate}: failure {fails} of {calls} calls"
+                );
+                if judged_before > 0 {
+                    passed += 1;
+                }
+                if tripped {
+                    break;
+                }
+            }
+            assert!(
+                passed >= fails / 2,
+                "rate {rate}: only {passed} of {fails} failures passed without a judgement"
+            );
+        }
+    }
+
+    #[test]
+    fn c5_passes_last_only_within_their_bucket_epoch_and_a_clear() {
+        let s = 1_000_000_000;
+        let w = Window::new(Duration::from_secs(10), 1);
+        for _ in 0..10 {
+            w.record_and_judge(0, false, 0.5, 4);
+        }
+        assert!(!w.record_and_judge(0, true, 0.5, 4));
+        assert!(passes(&w, 0) > 0, "1 failure in 11 calls leaves passes");
+        // The successes leave the window: four failures now trip, though
+        // passes granted in the first bucket would have let them through.
+        let later = 10 * s + 1;
+        let trips: Vec<bool> = (0..4)
+            .map(|_| w.record_and_judge(later, true, 0.5, 4))
+            .collect();
+        assert_eq!(trips, [false, false, false, true]);
+
+        let w = Window::new(Duration::from_secs(10), 1);
+        for _ in 0..10 {
+            w.record_and_judge(0, false, 0.5, 1);
+        }
+        w.record_and_judge(0, true, 0.5, 1);
+        assert!(passes(&w, 0) > 0);
+        w.clear();
+        assert_eq!(passes(&w, 0), 0, "a clear voids the passes");
+        assert!(
+            w.record_and_judge(0, true, 0.5, 1),
+            "the first failure after the clear is judged: 1 of 1"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod support;
 
 mod c11;
 mod c13;
+mod c5;
 mod c7;
 mod c8;
 mod c9;
