@@ -925,7 +925,31 @@ impl Dependency {
             probe,
             started_ns,
         };
-        if self.record_windowed(permit, outcome) || self.record_counted(permit, outcome) {
+        if self.record_windowed(permit, outcome) {
+            return outcome;
+        }
+        self.record_general(slot, generation, probe, started_ns, outcome)
+    }
+
+    /// [`Dependency::record_cold`] past the failure-rate window's fast
+    /// path: a function of its own, so the registers its general path
+    /// needs are not saved on the window's every call.
+    #[inline(never)]
+    fn record_general(
+        &self,
+        slot: u32,
+        generation: u32,
+        probe: bool,
+        started_ns: u64,
+        outcome: Outcome,
+    ) -> Outcome {
+        let permit = RawPermit {
+            slot,
+            generation,
+            probe,
+            started_ns,
+        };
+        if self.record_counted(permit, outcome) {
             return outcome;
         }
         let inner = &*self.inner;

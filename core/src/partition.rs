@@ -138,6 +138,11 @@ pub(crate) fn window_stripes() -> usize {
 /// A bucket word after counting one call of epoch `e` into `cur`.
 #[inline]
 fn bucket_plus(cur: u64, e: u64, failed: bool) -> u64 {
+    // The usual case first, as one add: the bucket is of this epoch and not
+    // full (failures never outnumber calls, so neither count carries).
+    if cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD < B_FIELD {
+        return cur + (1 << B_CALLS_SHIFT) + u64::from(failed);
+    }
     let (calls, fails) = if cur >> B_EPOCH_SHIFT == e {
         ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
     } else {
