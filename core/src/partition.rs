@@ -91,7 +91,10 @@ const B_EPOCH: u64 = (1 << 24) - 1;
 /// of copy `i` and counts there with a plain load and store; every other
 /// thread (and every thread of a tenant partition, which has no owned
 /// copies) counts in the shared copy by CAS. The rate is judged over the
-/// sum of all copies.
+/// sum of all copies, on a failure (and on a success only when armed:
+/// see [`Window::record_and_judge`]); a judgement well below the
+/// threshold leaves passes, so the failures after it need not sum again
+/// (see [`Window::pass`]).
 #[derive(Debug)]
 pub(crate) struct Window {
     /// `owned` per-thread copies, then the shared one.
@@ -232,7 +235,7 @@ impl Window {
         };
         // Both counts side by side in one sum (calls in the high half:
         // at most 2^20 per bucket, under 2^29 in all), a mask instead of a
-        // branch per bucket, ages in 32 bits: every failure sums all
+        // branch per bucket, ages in 32 bits: every judgement sums all
         // the buckets.
         let e = e as u32;
         let limit = limit as u32;
