@@ -466,8 +466,14 @@ impl Dependency {
                 p.install_stats(Stats::striped());
                 (p, None)
             }
+            // The overflow partition is shared by every tenant that finds
+            // no room, as a global one is by every caller, and never
+            // recycled: per-thread copies, as a global one has.
             Isolation::Tenant => (
-                Partition::new(Word::FRESH, window.map(|w| (w, 1))),
+                Partition::new(
+                    Word::FRESH,
+                    window.map(|w| (w, crate::partition::window_stripes())),
+                ),
                 Some(Table::new(config.max_tenants, window)),
             ),
         };

@@ -1066,7 +1066,10 @@ impl Table {
         }
         let vacant = Word::FRESH.with_phase(Phase::Vacant);
         let b: Box<[Partition]> = (0..CHUNK)
-            .map(|_| Partition::new(vacant, self.window.map(|w| (w, 1))))
+            // No owned copies: a recycled slot's window is cleared for its
+            // next tenant, and an owner's plain load and store could write
+            // the last tenant's count back after the clear.
+            .map(|_| Partition::new(vacant, self.window.map(|w| (w, 0))))
             .collect();
         let raw = Box::into_raw(b) as *mut Partition;
         // AcqRel: publish the initialised chunk / see the winner's.
@@ -1578,6 +1581,22 @@ mod tests {
         }
         assert!(t.lookup("exactly-twenty-two-by?").is_none());
         assert_eq!(t.live().len(), 3);
+    }
+
+    #[test]
+    fn c9_tenant_windows_count_in_the_shared_copy_only() {
+        let t = Table::new(8, Some(Duration::from_secs(10)));
+        let r = t.get_or_insert("a").expect("room");
+        let w = r
+            .part
+            .window
+            .as_deref()
+            .expect("a failure-rate table has windows");
+        assert_eq!(
+            (w.owned, w.stripes.len()),
+            (0, 1),
+            "an owned copy could carry a recycled slot's last tenant's count past the clear"
+        );
     }
 
     #[test]
