@@ -138,6 +138,13 @@ pub(crate) fn window_stripes() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(thread_index::MAX))
 }
 
+/// Whether counting a call of epoch `e` into bucket word `cur` halves it
+/// (see [`bucket_plus`]).
+#[inline]
+fn halves(cur: u64, e: u64) -> bool {
+    cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD >= B_FIELD
+}
+
 /// A bucket word after counting one call of epoch `e` into `cur`.
 #[inline]
 fn bucket_plus(cur: u64, e: u64, failed: bool) -> u64 {
@@ -206,10 +213,11 @@ impl Window {
             if let Some(i) = thread_index::get().filter(|&i| i < self.owned) {
                 // This thread is the copy's only writer (see `thread_index`).
                 let b = &self.stripes[i][at];
-                b.store(
-                    bucket_plus(b.load(Ordering::Relaxed), e, failed),
-                    Ordering::Relaxed,
-                );
+                let cur = b.load(Ordering::Relaxed);
+                b.store(bucket_plus(cur, e, failed), Ordering::Relaxed);
+                if halves(cur, e) {
+                    self.void_passes();
+                }
                 return;
             }
         }
@@ -218,10 +226,32 @@ impl Window {
         loop {
             let next = bucket_plus(cur, e, failed);
             match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return,
+                Ok(_) => {
+                    if halves(cur, e) {
+                        self.void_passes();
+                    }
+                    return;
+                }
                 Err(seen) => cur = seen,
             }
         }
+    }
+
+    /// Voids every pass granted so far (a new version of `spare`): after a
+    /// clear, and after a full bucket halved its counts, which can raise
+    /// the window's rate without a failure (the halved bucket may have
+    /// held mostly successes). A failure that takes a pass between the
+    /// halving store and this void is not judged: passes are exact for
+    /// the window's counts except across that step, and a halving takes
+    /// 2^20 calls in one bucket (window / 10).
+    #[cold]
+    fn void_passes(&self) {
+        // AcqRel: as every step on `spare` (see `pass`).
+        let _ = self
+            .spare
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
+                Some(((cur >> S_VERSION_SHIFT) + 1) << S_VERSION_SHIFT)
+            });
     }
 
     /// (calls, failures) over the window ending now.
@@ -392,12 +422,7 @@ impl Window {
     }
 
     fn zero(&self) {
-        // Passes granted before the clear are void: a new version.
-        let _ = self
-            .spare
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
-                Some(((cur >> S_VERSION_SHIFT) + 1) << S_VERSION_SHIFT)
-            });
+        self.void_passes();
         for b in self.stripes.iter().flat_map(|s| s.iter()) {
             // Relaxed: see `record`.
             b.store(0, Ordering::Relaxed);
@@ -1779,6 +1804,32 @@ mod tests {
         assert!(
             w.record_and_judge(0, true, 0.5, 1),
             "the first failure after the clear is judged: 1 of 1"
+        );
+    }
+
+    #[test]
+    fn c5_a_halving_bucket_voids_the_passes() {
+        let s = 1_000_000_000;
+        let w = Window::new(Duration::from_secs(10), 1);
+        // Second 0: 600k failures. Second 1: a bucket one call short of
+        // full, all successes.
+        for _ in 0..600_000 {
+            w.record(0, true);
+        }
+        for _ in 0..B_FIELD - 1 {
+            w.record(s, false);
+        }
+        assert!(!w.record_and_judge(s, true, 0.5, 1), "600,001 of 1,648,575");
+        assert!(passes(&w, s) > 0);
+        // The success that finds the bucket full halves it: half its
+        // successes go, and the window's rate rises past 50% without a
+        // failure.
+        w.record(s, false);
+        let (calls, fails) = w.totals(s);
+        assert!(fails * 2 >= calls, "{fails} of {calls}");
+        assert!(
+            w.record_and_judge(s, true, 0.5, 1),
+            "the next failure must be judged, and trip"
         );
     }
 
