@@ -138,20 +138,14 @@ pub(crate) fn window_stripes() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(thread_index::MAX))
 }
 
-/// Whether counting a call of epoch `e` into bucket word `cur` halves it
-/// (see [`bucket_plus`]).
+/// A bucket word after counting one call of epoch `e` into `cur`, and
+/// whether that halved a full bucket.
 #[inline]
-fn halves(cur: u64, e: u64) -> bool {
-    cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD >= B_FIELD
-}
-
-/// A bucket word after counting one call of epoch `e` into `cur`.
-#[inline]
-fn bucket_plus(cur: u64, e: u64, failed: bool) -> u64 {
+fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
     // The usual case first, as one add: the bucket is of this epoch and not
     // full (failures never outnumber calls, so neither count carries).
     if cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD < B_FIELD {
-        return cur + (1 << B_CALLS_SHIFT) + u64::from(failed);
+        return (cur + (1 << B_CALLS_SHIFT) + u64::from(failed), false);
     }
     let (calls, fails) = if cur >> B_EPOCH_SHIFT == e {
         ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
@@ -160,14 +154,18 @@ fn bucket_plus(cur: u64, e: u64, failed: bool) -> u64 {
     };
     // A full bucket halves both counts: the rate is kept (and recent calls
     // weigh more) instead of one count saturating while the other climbs.
-    let (calls, fails) = if calls >= B_FIELD {
+    let halved = calls >= B_FIELD;
+    let (calls, fails) = if halved {
         (calls / 2, fails / 2)
     } else {
         (calls, fails)
     };
     let calls = calls + 1;
     let fails = fails + u64::from(failed);
-    (e << B_EPOCH_SHIFT) | (calls << B_CALLS_SHIFT) | fails
+    (
+        (e << B_EPOCH_SHIFT) | (calls << B_CALLS_SHIFT) | fails,
+        halved,
+    )
 }
 
 impl Window {
@@ -213,9 +211,9 @@ impl Window {
             if let Some(i) = thread_index::get().filter(|&i| i < self.owned) {
                 // This thread is the copy's only writer (see `thread_index`).
                 let b = &self.stripes[i][at];
-                let cur = b.load(Ordering::Relaxed);
-                b.store(bucket_plus(cur, e, failed), Ordering::Relaxed);
-                if halves(cur, e) {
+                let (next, halved) = bucket_plus(b.load(Ordering::Relaxed), e, failed);
+                b.store(next, Ordering::Relaxed);
+                if halved {
                     self.void_passes();
                 }
                 return;
@@ -224,10 +222,10 @@ impl Window {
         let b = &self.stripes[self.owned][at];
         let mut cur = b.load(Ordering::Relaxed);
         loop {
-            let next = bucket_plus(cur, e, failed);
+            let (next, halved) = bucket_plus(cur, e, failed);
             match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => {
-                    if halves(cur, e) {
+                    if halved {
                         self.void_passes();
                     }
                     return;
