@@ -934,27 +934,15 @@ impl Dependency {
         if self.record_windowed(permit, outcome) {
             return outcome;
         }
-        self.record_general(slot, generation, probe, started_ns, outcome)
+        self.record_general(permit, outcome)
     }
 
     /// [`Dependency::record_cold`] past the failure-rate window's fast
     /// path: a function of its own, so the registers its general path
-    /// needs are not saved on the window's every call.
+    /// needs are not saved on the window's every call. (The permit by
+    /// value: a spill here costs nothing the fast paths pay.)
     #[inline(never)]
-    fn record_general(
-        &self,
-        slot: u32,
-        generation: u32,
-        probe: bool,
-        started_ns: u64,
-        outcome: Outcome,
-    ) -> Outcome {
-        let permit = RawPermit {
-            slot,
-            generation,
-            probe,
-            started_ns,
-        };
+    fn record_general(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
         if self.record_counted(permit, outcome) {
             return outcome;
         }
