@@ -5,12 +5,7 @@ use crate::support::{explore, World, DEP};
 use breakerbank::{Decision, Dependency, Outcome, Profile, State};
 use loom::thread;
 
-/// Rate 0.5 over at least 4 calls. Setup: 4 successes and 1 failure, so
-/// the judgement leaves 2 passes (7 calls, 3 failures stays below 50%).
-/// Then two threads record 3 failures between them (2 and 1): the third
-/// in any order makes 4 of 8 and must trip, whether the two before it
-/// passed or judged, and whichever thread's judgement installs the
-/// passes. After the join the breaker must be open.
+/// The models' profile: failure rate 0.5 over at least 4 calls in 10 s.
 fn rate_profile() -> Profile {
     let yaml = format!(
         "dependencies:
@@ -53,6 +48,12 @@ fn fail_concurrently(w: &World, failures: &[u32]) {
     }
 }
 
+/// Rate 0.5 over at least 4 calls. Setup: 4 successes and 1 failure, so
+/// the judgement leaves 2 passes (7 calls, 3 failures stays below 50%).
+/// Then two threads record 3 failures between them (2 and 1): the third
+/// in any order makes 4 of 8 and must trip, whether the two before it
+/// passed or judged, and whichever thread's judgement installs the
+/// passes. After the join the breaker must be open.
 #[test]
 fn c5_rate_passes_racing_failures_never_hide_the_trip() {
     let profile = rate_profile();
