@@ -279,17 +279,12 @@ pub fn record(
             if let Some(next) = count_failure(w, policy, generation) {
                 return (Some(next), Recorded::Applied);
             }
-            let failures = w.count().saturating_add(1);
-            let trips = match policy.consecutive_failures {
-                Some(n) => failures >= n,
-                None => trip,
-            };
-            if trips {
+            // A closed word of this generation that does not just count:
+            // the consecutive threshold is reached, or the window decides.
+            if policy.consecutive_failures.is_some() || trip {
                 let now = env.now();
                 let (next, t) = transition(w, Phase::Open, Some(now), policy);
                 (Some(next), Recorded::Transition(t))
-            } else if policy.consecutive_failures.is_some() {
-                (Some(w.with_count(failures)), Recorded::Applied)
             } else {
                 (None, Recorded::Applied)
             }
