@@ -20,8 +20,10 @@
 //!   prefetcher hides those misses: the best case, kept to compare with
 //!   older figures.
 //!
-//! Tenant ids are 9 bytes (`t` + 8 letters), written into a stack buffer
-//! per call; the `id_floor` line is that loop alone. One more row repeats
+//! Tenant ids are 9 bytes (`t` + 8 letters), each written into a ring of
+//! buffers 16 calls before its use (`IdRing`: written right before the
+//! call, the id's write held every call back until the last had retired);
+//! the `id_floor` line is that loop alone. One more row repeats
 //! 100k tenants with 36-byte, UUID-shaped ids (kept as a fingerprint in
 //! the partition). The median pass is reported.
 //!
@@ -44,7 +46,7 @@
 #![allow(clippy::disallowed_types)]
 
 use breakerbank::{Decision, Dependency, Outcome};
-use breakerbank_benches::{bank, long_tenant_id, tenant_id, tenant_yaml};
+use breakerbank_benches::{bank, long_tenant_id, tenant_id, tenant_yaml, IdRing, RING};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -212,6 +214,32 @@ fn time_passes(order: &[u32], passes: usize, mut f: impl FnMut(u32)) -> f64 {
     median(&mut samples)
 }
 
+/// ns per call of `f(id)` over `CALLS_PER_PASS` tenants taken from
+/// `order` (cycled), each id written into an [`IdRing`] [`RING`] calls
+/// before its use; the median of `passes`.
+fn time_ids(order: &[u32], passes: usize, long_ids: bool, mut f: impl FnMut(&str)) -> f64 {
+    let n = order.len();
+    let mut ring = IdRing::new(long_ids);
+    let mut samples = Vec::with_capacity(passes);
+    for _ in 0..passes {
+        for k in 0..RING {
+            ring.put(k, order[k % n]);
+        }
+        let mut ahead = RING % n;
+        let t0 = Instant::now();
+        for c in 0..CALLS_PER_PASS as usize {
+            f(ring.get(c));
+            ring.put(c, order[ahead]);
+            ahead += 1;
+            if ahead == n {
+                ahead = 0;
+            }
+        }
+        samples.push(t0.elapsed().as_nanos() as f64 / CALLS_PER_PASS as f64);
+    }
+    median(&mut samples)
+}
+
 /// One 64-byte line: the first word is the next line of the chase.
 #[repr(align(64))]
 struct Line([u64; 8]);
@@ -254,10 +282,10 @@ fn main() {
         breakerbank::partition::PARTITION_BYTES
     );
     let mut buf = [0u8; 9];
-    let floor = time_passes(&shuffled(1_000_000), passes, |i| {
-        black_box(tenant_id(i, &mut buf));
+    let floor = time_ids(&shuffled(1_000_000), passes, false, |id| {
+        black_box(id);
     });
-    println!("id_floor: {floor:.1} ns per id (the loop and the id alone)");
+    println!("id_floor: {floor:.1} ns per id (the loop and the id ring alone)");
     println!(
         "{:>9}  {:>8}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>10}  {:>12}  {:>15}  {:>8}",
         "tenants",
@@ -304,15 +332,9 @@ fn main() {
         // from minute to minute (a 6.4 MB chase took 18 ns in one run and
         // 140 ns in the next).
         let (chase, reads) = memory_floor(n, passes);
-        let ns = time_passes(&shuffled(n), passes, |i| {
-            call(&dep, id(i, long_ids, &mut buf, &mut long))
-        });
-        let in_order = time_passes(&every_third(n), passes, |i| {
-            call(&dep, id(i, long_ids, &mut buf, &mut long))
-        });
-        let skewed = time_passes(&zipf(n), passes, |i| {
-            call(&dep, id(i, long_ids, &mut buf, &mut long))
-        });
+        let ns = time_ids(&shuffled(n), passes, long_ids, |id| call(&dep, id));
+        let in_order = time_ids(&every_third(n), passes, long_ids, |id| call(&dep, id));
+        let skewed = time_ids(&zipf(n), passes, long_ids, |id| call(&dep, id));
         println!(
             "{:>9}  {:>8}  {:>10.1}  {:>8.1}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}",
             n,
