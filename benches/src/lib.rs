@@ -90,7 +90,8 @@ pub fn tenant_id(i: u32, buf: &mut [u8; 9]) -> &str {
 
 /// Tenant `i`'s id in UUID shape (36 bytes): a fixed 27-byte prefix, then
 /// [`tenant_id`]'s 9 bytes. Too long for a partition to keep (15 bytes),
-/// so these ids always take the shard lookup: the bench's long-id row.
+/// so a partition keeps its keyed fingerprint (SipHash-1-3), computed on
+/// every lookup: the bench's long-id row.
 #[inline]
 pub fn long_tenant_id(i: u32, buf: &mut [u8; 36]) -> &str {
     let mut short = [0u8; 9];
