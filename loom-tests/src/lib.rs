@@ -27,24 +27,32 @@
 //! preemptions; yields and blocking are free), except where a model caps
 //! it (`support::explore_bounded`). Executions at that bound, and times
 //! with the tests run two at a time on the 2-core dev machine (`make loom`
-//! at 896fab0, `notes/loom-report.md`):
+//! within `make test`, at 7b8074e; the counts grew since 896fab0,
+//! `notes/loom-report.md`, as the core's paths did):
 //!
 //! | model | threads | bound | proves | executions | time |
 //! |---|---|---|---|---|---|
-//! | `c7_probe_budget_one_three_threads` | 3 | 2 | **C7**: with budget 1, three threads admitting (and then cancelling, succeeding, failing) never have two probes in flight at once, counted inside the model from admission to record; and no slot leaks | 32 655 | 5.8 s |
-//! | `c7_probe_budget_two_three_threads` | 3 | 2 | the same with budget 2: never three | 86 890 | 14.8 s |
-//! | `c8_success_threshold_two_needs_two_successes` | 3 | 2 | **C8**: two probers and an observer never see `closed` before two successes were recorded; two successes do close | 14 917 | 2.4 s |
-//! | `c13_late_success_and_dropped_permit_change_nothing` | 3 | 2 | **C13**: a probe of an earlier episode recording *success* during a new episode is only counted late (the breaker does not close on it), a dropped permit returns its slot, and the old probe's slot comes back | 5 531 | 1.0 s |
-//! | `c13_late_failure_does_not_reopen` | 2 | 2 | **C13**: an older-generation *failure* does not reopen a breaker that a current probe closes | 40 | 0.003 s |
-//! | `c11_reset_racing_record_and_admit` | 3 | 2 | **C11**: `reset` racing a probe's failure and a fresh admission always ends closed or open (never half-open or forced), the next admission behaves as that state says, and the probe slot held across the reset is returned | 5 481 | 0.9 s |
-//! | `c9_same_tenant_inserted_twice_shares_one_partition` | 2 | 2 | **C9**: two threads inserting the same new tenant get permits for the same slot and generation; one's failure trips the breaker the tenant maps to; one partition bears its name | 377 312 | 78.1 s |
-//! | `c9_eviction_racing_trip_never_evicts_open` | 2 | 2 | **C9**: with `max_tenants: 1`, a new tenant's eviction racing the trip of the only (closed, evictable) partition never evicts it once open (one inserter: the trip is recorded with a permit from setup) | 197 244 | 55.2 s |
-//! | `c9_eviction_racing_admission_never_evicts_open` | 2 | 1 | **C9**, two inserters: with `max_tenants: 1`, tenant `a` (one failure counted) admits and fails while new tenant `b` admits. Every admission finishes, in the threads and alone afterwards; closed tenants are admitted (the overflow partition is allowed); an open `a` stays open, refuses `a`, and sends `b` and later newcomers to the overflow partition; `a`'s failure never changes `b`'s state; overflow admissions are counted; at most `max_tenants` tenants | 88 664 | 36.9 s |
-//! | `c5_rate_passes_racing_failures_never_hide_the_trip` | 2 | 2 | **C5**, failure rate 0.5 over ≥ 4 calls: with two passes left by the setup's judgement, two threads record three failures (2 + 1); whichever pass or judge, the one that makes 4 of 8 trips. Fails if a failure takes its pass with a Relaxed exchange (a later judgement may then miss its count) | 345 | 0.08 s (in `make test`, at 27b5236) |
-//! | `c5_rate_racing_judgements_never_grant_a_pass_past_the_trip` | 2 | 2 | **C5**, same rate, no passes left: two threads record five failures (3 + 2), both first failures judge and may grant passes; the fifth (6 of 12) trips. Fails if a judgement installs its passes with a plain store instead of exchanging its own mark (passes computed without the other thread's failure) | 185 597 | 53.6 s (in `make test`, at 27b5236; 21.2 s alone) |
+//! | `c7_probe_budget_one_three_threads` | 3 | 2 | **C7**: with budget 1, three threads admitting (and then cancelling, succeeding, failing) never have two probes in flight at once, counted inside the model from admission to record; and no slot leaks | 100 707 | 23.3 s |
+//! | `c7_probe_budget_two_three_threads` | 3 | 2 | the same with budget 2: never three | 255 946 | 54.9 s |
+//! | `c8_success_threshold_two_needs_two_successes` | 3 | 2 | **C8**: two probers and an observer never see `closed` before two successes were recorded; two successes do close | 23 697 | 5.9 s |
+//! | `c13_late_success_and_dropped_permit_change_nothing` | 3 | 2 | **C13**: a probe of an earlier episode recording *success* during a new episode is only counted late (the breaker does not close on it), a dropped permit returns its slot, and the old probe's slot comes back | 11 274 | 3.2 s |
+//! | `c13_late_failure_does_not_reopen` | 2 | 2 | **C13**: an older-generation *failure* does not reopen a breaker that a current probe closes | 47 | 0.014 s |
+//! | `c11_reset_racing_record_and_admit` | 3 | 2 | **C11**: `reset` racing a probe's failure and a fresh admission always ends closed or open (never half-open or forced), the next admission behaves as that state says, and the probe slot held across the reset is returned | 9 789 | 2.8 s |
+//! | `c9_same_tenant_inserted_twice_shares_one_partition` | 2 | 2 | **C9**: two threads inserting the same new tenant get permits for the same slot and generation; one's failure trips the breaker the tenant maps to; one partition bears its name | 377 312 | 72.4 s |
+//! | `c9_eviction_racing_trip_never_evicts_open` | 2 | 2 | **C9**: with `max_tenants: 1`, a new tenant's eviction racing the trip of the only (closed, evictable) partition never evicts it once open (one inserter: the trip is recorded with a permit from setup) | 278 493 | 67.8 s |
+//! | `c9_eviction_racing_admission_never_evicts_open` | 2 | 1 | **C9**, two inserters: with `max_tenants: 1`, tenant `a` (one failure counted) admits and fails while new tenant `b` admits. Every admission finishes, in the threads and alone afterwards; closed tenants are admitted (the overflow partition is allowed); an open `a` stays open, refuses `a`, and sends `b` and later newcomers to the overflow partition; `a`'s failure never changes `b`'s state; overflow admissions are counted; at most `max_tenants` tenants | 150 904 | 51.3 s |
+//! | `c5_rate_passes_racing_failures_never_hide_the_trip` | 2 | 2 | **C5**, failure rate 0.5 over ≥ 4 calls: with two passes left by the setup's judgement, two threads record three failures (2 + 1); whichever pass or judge, the one that makes 4 of 8 trips. Fails if a failure takes its pass with a Relaxed exchange (a later judgement may then miss its count) | 345 | 0.1 s |
+//! | `c5_rate_racing_judgements_never_grant_a_pass_past_the_trip` | 2 | 2 | **C5**, same rate, no passes left: two threads record five failures (3 + 2), both first failures judge and may grant passes; the fifth (6 of 12) trips. Fails if a judgement installs its passes with a plain store instead of exchanging its own mark (passes computed without the other thread's failure) | 185 597 | 56.9 s |
 //!
-//! The last model is the one N1 (`notes/loom-needs.md`) had forced down to
-//! the one-inserter model above. Restored, it found N5 (an eviction
+//! Outside `make test` (`make loom-index`, and `make loom-deep`):
+//! `c9_index_hint_racing_recycle_never_admits_the_wrong_tenant`, bound 1,
+//! 488 982 executions in 59.1 s alone at 7b8074e: a lookup through a
+//! tenant-index hint racing the slot's eviction and re-use by another
+//! tenant never admits the wrong tenant.
+//!
+//! `c9_eviction_racing_admission_never_evicts_open` is the model N1
+//! (`notes/loom-needs.md`) had forced down to the one-inserter model
+//! above it. Restored, it found N5 (an eviction
 //! through a stale shard snapshot, after which an admission could spin
 //! forever in `Table::get_or_insert`; fixed in 896fab0) and fails on any
 //! core without that fix. It is capped at bound 1: at bound 2 it runs to
