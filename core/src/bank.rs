@@ -236,8 +236,8 @@ pub struct Permit<'a> {
     dep: &'a Dependency,
     raw: RawPermit,
     /// The partition `raw.slot` names, when the admission had it at hand,
-    /// so recording need not find it again by slot (for a tenant, a load
-    /// through the table's chunk pointers on the call's critical path).
+    /// so recording need not find it again by slot (for a tenant, the
+    /// table's arena bounds check and address on the call's critical path).
     part: Option<&'a Partition>,
 }
 

@@ -1,9 +1,9 @@
 //! Partitions, and the bounded lock-free table of tenant partitions (C9).
 //!
-//! Layout. Partitions live in an arena of fixed-size chunks, allocated on
-//! first use and freed only with the table, so a `&Partition` stays valid
-//! for the table's lifetime and a permit can name its partition by slot
-//! index (no reference count per call). The tenant-id → slot map is split
+//! Layout. Partitions live in one arena sized for the table, initialised a
+//! chunk at a time on first use and freed only with the table, so a
+//! `&Partition` stays valid for the table's lifetime and a permit can name
+//! its partition by slot index (no reference count per call). The tenant-id → slot map is split
 //! into shards; each shard is an immutable hash table behind a
 //! `crossbeam_epoch::Atomic`. Inserting or removing a tenant copies its
 //! shard and swaps it in with one compare-and-swap; the old shard is
@@ -53,7 +53,7 @@ use siphasher::sip128::SipHasher13;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-/// Partitions per arena chunk.
+/// Partitions the arena initialises at a time.
 #[cfg(not(loom))]
 const CHUNK: usize = 256;
 /// Under loom each partition is several modelled objects, created and torn
@@ -430,7 +430,7 @@ impl Window {
 }
 
 /// One breaker: a (dependency, partition) pair's state and counters.
-/// One cache line, aligned to one: a chunk of partitions from a 16-byte
+/// One cache line, aligned to one: an arena of partitions from a 16-byte
 /// aligned allocation would put every lookup across two lines.
 #[derive(Debug)]
 #[repr(align(64))]
@@ -907,6 +907,133 @@ struct Shard {
     map: ShardMap,
 }
 
+/// A table's partitions: one allocation with room for all of them,
+/// initialised [`CHUNK`] at a time as slots are first handed out. Slot `s`
+/// is at index `s - 1` (slot 0 is the dependency's overflow partition),
+/// one add from the base: with an array of chunk pointers, as before,
+/// finding a partition took a dependent load on every call's critical
+/// path (about 1 ns a call at one tenant). Only the initialised prefix is
+/// ever written or read, so pages are touched, and mapped, only as tenants
+/// come: a generous `max_tenants` costs address space (64 bytes a slot),
+/// not memory. Partitions are never moved or freed before the arena, so a
+/// `&Partition` lives as long as the table.
+struct Arena {
+    base: std::ptr::NonNull<Partition>,
+    capacity: usize,
+    /// How many partitions from the base are initialised.
+    ready: AtomicUsize,
+    /// Held while a chunk is initialised.
+    grow: Mutex<()>,
+    window: Option<Duration>,
+}
+
+// SAFETY: the arena owns its partitions as a `Box<[Partition]>` would:
+// they are written only while initialised under `grow`, before `ready`
+// publishes them, and after that reached only through shared references;
+// `Partition` is `Send` and `Sync` (atomics and owned boxes).
+unsafe impl Send for Arena {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    fn new(capacity: usize, window: Option<Duration>) -> Self {
+        let layout = Self::layout(capacity);
+        let base = if layout.size() == 0 {
+            std::ptr::NonNull::dangling()
+        } else {
+            // SAFETY: `layout` has a non-zero size.
+            let p = unsafe { std::alloc::alloc(layout) }.cast::<Partition>();
+            std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout))
+        };
+        let arena = Self {
+            base,
+            capacity: if layout.size() == 0 { 0 } else { capacity },
+            ready: AtomicUsize::new(0),
+            grow: Mutex::new(()),
+            window,
+        };
+        // The first chunk now: most tables never need another, and their
+        // first tenants then take no lock.
+        let _ = arena.ready_up_to(0);
+        arena
+    }
+
+    /// Room for `capacity` partitions (none if that overflows).
+    fn layout(capacity: usize) -> std::alloc::Layout {
+        std::alloc::Layout::array::<Partition>(capacity)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<()>())
+    }
+
+    /// The partition at `i`, if initialised.
+    #[inline]
+    fn get(&self, i: usize) -> Option<&Partition> {
+        // Acquire: pairs with the Release that published the chunk.
+        if i < self.ready.load(Ordering::Acquire) {
+            // SAFETY: `i < ready <= capacity`: inside the allocation and
+            // initialised (published by that Release); partitions are
+            // dropped only with the arena, which outlives `&self`.
+            Some(unsafe { &*self.base.as_ptr().add(i) })
+        } else {
+            None
+        }
+    }
+
+    /// Initialises partitions up to index `i` inclusive; `None` if `i` is
+    /// past the capacity.
+    fn ready_up_to(&self, i: usize) -> Option<()> {
+        // Acquire: see `get`.
+        if i < self.ready.load(Ordering::Acquire) {
+            return Some(());
+        }
+        if i >= self.capacity {
+            return None;
+        }
+        // Nothing panics while the lock is held; were it poisoned, the
+        // count below would still say what is initialised.
+        let _held = self.grow.lock().unwrap_or_else(|e| e.into_inner());
+        // Relaxed: written only under the lock we hold.
+        let mut ready = self.ready.load(Ordering::Relaxed);
+        let vacant = Word::FRESH.with_phase(Phase::Vacant);
+        while ready <= i {
+            let end = (ready + CHUNK).min(self.capacity);
+            for k in ready..end {
+                // No owned copies: a recycled slot's window is cleared for
+                // its next tenant, and an owner's plain load and store
+                // could write the last tenant's count back after the clear.
+                let p = Partition::new(vacant, self.window.map(|w| (w, 0)));
+                // SAFETY: `k < capacity`: inside the allocation; not yet
+                // published (`k >= ready`), so no reference to it exists.
+                unsafe { self.base.as_ptr().add(k).write(p) };
+            }
+            ready = end;
+            // Release: publishes the partitions just written.
+            self.ready.store(ready, Ordering::Release);
+        }
+        Some(())
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // A load, not `get_mut`, which loom's atomics lack; with `&mut
+        // self` nothing races it.
+        let ready = self.ready.load(Ordering::Acquire);
+        // SAFETY: the first `ready` partitions are initialised and, with
+        // `&mut self`, no longer reachable by anyone else; each is dropped
+        // once, then the allocation freed with the layout it was made with.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                self.base.as_ptr(),
+                ready,
+            ));
+            let layout = Self::layout(self.capacity);
+            if layout.size() != 0 {
+                std::alloc::dealloc(self.base.as_ptr().cast(), layout);
+            }
+        }
+    }
+}
+
 /// The bounded tenant table of one tenant-scoped dependency.
 pub(crate) struct Table {
     shards: Box<[epoch::Atomic<Shard>]>,
@@ -915,7 +1042,7 @@ pub(crate) struct Table {
     hasher: TableHasher,
     /// Keys the fingerprints that stand for long ids in partitions.
     fingerprints: SipHasher13,
-    chunks: Box<[AtomicPtr<Partition>]>,
+    arena: Arena,
     capacity: u32,
     /// Next never-used slot (1-based; slot 0 is the overflow partition).
     next: AtomicU32,
@@ -925,7 +1052,6 @@ pub(crate) struct Table {
     /// Logical time for LRU: advances on each insert.
     tick: AtomicU64,
     cursor: AtomicUsize,
-    window: Option<Duration>,
     /// `force_open(None)`: tenants first seen afterwards start forced open.
     pub(crate) forced_all: AtomicBool,
 }
@@ -941,15 +1067,6 @@ impl std::fmt::Debug for Table {
 
 impl Drop for Table {
     fn drop(&mut self) {
-        for c in self.chunks.iter() {
-            let p = c.load(Ordering::Acquire);
-            if !p.is_null() {
-                let slice = std::ptr::slice_from_raw_parts_mut(p, CHUNK);
-                // SAFETY: `p` came from `Box::into_raw` of a `Box<[Partition]>`
-                // of length CHUNK in `chunk()`, installed once, freed only here.
-                drop(unsafe { Box::from_raw(slice) });
-            }
-        }
         // SAFETY: `&mut self`: no other thread can hold a guard on our shards.
         let guard = unsafe { epoch::unprotected() };
         for s in self.shards.iter() {
@@ -972,7 +1089,6 @@ impl Table {
             .clamp(1, MAX_SHARDS)
             .next_power_of_two();
         let shard_bits = shards_wanted.trailing_zeros();
-        let nchunks = (capacity as usize).div_ceil(CHUNK);
         Self {
             shards: (0..shards_wanted)
                 .map(|_| {
@@ -985,16 +1101,13 @@ impl Table {
             index: Index::new(capacity),
             hasher: TableHasher::default(),
             fingerprints: fingerprint_keys(),
-            chunks: (0..nchunks)
-                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
+            arena: Arena::new(capacity as usize, window),
             capacity,
             next: AtomicU32::new(1),
             free: Mutex::new(Vec::new()),
             free_len: AtomicUsize::new(0),
             tick: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
-            window,
             forced_all: AtomicBool::new(false),
         }
     }
@@ -1075,46 +1188,7 @@ impl Table {
     #[inline]
     pub(crate) fn get(&self, slot: u32) -> Option<&Partition> {
         // Slot 0, the overflow, is the dependency's: not in the table.
-        let i = (slot as usize).checked_sub(1)?;
-        let c = self.chunks.get(i / CHUNK)?;
-        // Acquire: pairs with the Release of the chunk's installing CAS.
-        let p = c.load(Ordering::Acquire);
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null chunk pointer is a live allocation of CHUNK
-        // partitions, freed only when the table drops, and `i % CHUNK < CHUNK`.
-        Some(unsafe { &*p.add(i % CHUNK) })
-    }
-
-    fn chunk(&self, idx: usize) -> Option<()> {
-        let c = self.chunks.get(idx)?;
-        // Acquire: see `get`.
-        if !c.load(Ordering::Acquire).is_null() {
-            return Some(());
-        }
-        let vacant = Word::FRESH.with_phase(Phase::Vacant);
-        let b: Box<[Partition]> = (0..CHUNK)
-            // No owned copies: a recycled slot's window is cleared for its
-            // next tenant, and an owner's plain load and store could write
-            // the last tenant's count back after the clear.
-            .map(|_| Partition::new(vacant, self.window.map(|w| (w, 0))))
-            .collect();
-        let raw = Box::into_raw(b) as *mut Partition;
-        // AcqRel: publish the initialised chunk / see the winner's.
-        if c.compare_exchange(
-            std::ptr::null_mut(),
-            raw,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
-        .is_err()
-        {
-            let slice = std::ptr::slice_from_raw_parts_mut(raw, CHUNK);
-            // SAFETY: we allocated it above and lost the race: never shared.
-            drop(unsafe { Box::from_raw(slice) });
-        }
-        Some(())
+        self.arena.get((slot as usize).checked_sub(1)?)
     }
 
     /// Looks a tenant up without creating it. Lock-free, allocation-free.
@@ -1261,10 +1335,10 @@ impl Table {
                 }
             }
         }
-        // Relaxed: only uniqueness matters; chunk publication has its own ordering.
+        // Relaxed: only uniqueness matters; the arena publishes its own.
         let s = self.next.fetch_add(1, Ordering::Relaxed);
         if s <= self.capacity {
-            self.chunk((s as usize - 1) / CHUNK)?;
+            self.arena.ready_up_to(s as usize - 1)?;
             return Some(s);
         }
         self.next.fetch_sub(1, Ordering::Relaxed);

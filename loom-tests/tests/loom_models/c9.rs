@@ -21,9 +21,9 @@ const WARM: &str = "warm/by-the-shard-path";
 /// Two threads admit the same new tenant at once (`max_tenants: 3`, so
 /// both may allocate a slot and race to publish it) and keep their
 /// permits as plain data. Both permits must name the same slot and
-/// generation. Setup admits another tenant first, so the arena chunk is
-/// allocated before the threads start (allocation is not what this model
-/// is about). After the
+/// generation. Setup admits another tenant first, so the table is in use
+/// before the threads start (the arena's first chunk is ready from the
+/// table's creation; allocation is not what this model is about). After the
 /// join, one permit's failure trips the breaker (consecutive_failures 1)
 /// that the tenant maps to: the other permit is then late, the tenant
 /// reads open and is refused, and only one partition bears its name.
