@@ -103,7 +103,10 @@ pub struct DependencyConfig {
     pub fallback: Fallback,
     /// When a tripped breaker counts as stuck (C15).
     pub recovery_bound: Duration,
-    /// Bound on tenant partitions (tenant isolation only).
+    /// Bound on tenant partitions (tenant isolation only). The table
+    /// reserves 64 bytes of address space a partition and an 8-byte index
+    /// share per tenant when the bank is made; memory is written, and so
+    /// used, only as tenants come (about 128 bytes each, all told).
     pub max_tenants: u32,
 }
 
