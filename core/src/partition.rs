@@ -1740,6 +1740,47 @@ mod tests {
     }
 
     #[test]
+    fn c9_the_arena_grows_a_chunk_at_a_time_and_every_slot_has_its_window() {
+        let n = 3 * CHUNK as u32 + 5;
+        let t = Table::new(n, Some(Duration::from_secs(10)));
+        assert_eq!(
+            t.arena.ready.load(Ordering::Relaxed),
+            CHUNK,
+            "first chunk only"
+        );
+        // A hint to a slot not yet handed out resolves to nothing.
+        assert!(t.get(CHUNK as u32 + 1).is_none());
+        let ids: Vec<String> = (0..n).map(|i| format!("tenant-{i}")).collect();
+        let slots: Vec<u32> = ids
+            .iter()
+            .map(|id| t.get_or_insert(id).expect("room").slot)
+            .collect();
+        assert_eq!(t.arena.ready.load(Ordering::Relaxed), n as usize);
+        for (id, &slot) in ids.iter().zip(&slots) {
+            let r = t.lookup(id).expect("inserted");
+            assert_eq!(r.slot, slot, "{id}");
+            let w = r
+                .part
+                .window
+                .as_deref()
+                .expect("a failure-rate table has windows");
+            assert_eq!(w.owned, 0, "{id}");
+        }
+        assert!(t.get(n + 1).is_none(), "past the capacity");
+    }
+
+    #[test]
+    fn c9_the_largest_max_tenants_costs_address_space_not_a_failure() {
+        // 2^24 slots: a 1 GiB arena and a 128 MiB index, reserved, hardly
+        // touched; the table works and drops.
+        let t = Table::new(crate::profile::MAX_MAX_TENANTS, None);
+        for id in ["a", "b", "a-much-longer-tenant-id-than-a-partition-keeps"] {
+            let r = t.get_or_insert(id).expect("room");
+            assert_eq!(t.lookup(id).map(|l| l.slot), Some(r.slot));
+        }
+    }
+
+    #[test]
     fn c5_striped_window_sums_every_thread() {
         let w = Window::new(Duration::from_secs(10), 3);
         std::thread::scope(|s| {
