@@ -3,15 +3,15 @@
 //! Layout. Partitions live in one arena sized for the table, initialised a
 //! chunk at a time on first use and freed only with the table, so a
 //! `&Partition` stays valid for the table's lifetime and a permit can name
-//! its partition by slot index (no reference count per call). The tenant-id → slot map is split
-//! into shards; each shard is an immutable hash table behind a
-//! `crossbeam_epoch::Atomic`. Inserting or removing a tenant copies its
-//! shard and swaps it in with one compare-and-swap; the old shard is
-//! reclaimed by epoch. In front of the shards sits the tenant index, a
-//! fixed array of `tag | slot` hints (see `Index`): a lookup reads one
-//! line of hints and confirms the hit on the partition itself, which keeps
-//! its owner's id (up to 15 bytes) or a keyed 120-bit fingerprint of it
-//! (longer ids) beside its owner tag; no pin, no shard. Hints that are
+//! its partition by slot index (no reference count per call). The
+//! tenant-id → slot map is split into shards; each shard is an immutable
+//! hash table behind a `crossbeam_epoch::Atomic`. Inserting or removing a
+//! tenant copies its shard and swaps it in with one compare-and-swap; the
+//! old shard is reclaimed by epoch. In front of the shards sits the tenant
+//! index, a fixed array of `tag | slot` hints (see `Index`): a lookup reads
+//! one line of hints and confirms the hit on the partition itself, which
+//! keeps its owner's id (up to 15 bytes) or a keyed 120-bit fingerprint of
+//! it (longer ids) beside its owner tag; no pin, no shard. Hints that are
 //! missing or stale go to the shards (pin the epoch and read, comparing
 //! whole ids). Either way no lock, no allocation.
 //!
