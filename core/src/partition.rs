@@ -203,7 +203,15 @@ impl Window {
     /// Counts one call.
     #[inline]
     pub(crate) fn record(&self, now_ns: u64, failed: bool) {
-        let e = self.epoch(now_ns);
+        if self.count(self.epoch(now_ns), failed) {
+            self.void_passes();
+        }
+    }
+
+    /// Counts one call of epoch `e` in its bucket; whether that halved a
+    /// full bucket.
+    #[inline(always)]
+    fn count(&self, e: u64, failed: bool) -> bool {
         let at = (e as usize) % BUCKETS;
         // Relaxed throughout: the counts are statistics; the trip itself is
         // decided by the word's CAS.
@@ -213,10 +221,7 @@ impl Window {
                 let b = &self.stripes[i][at];
                 let (next, halved) = bucket_plus(b.load(Ordering::Relaxed), e, failed);
                 b.store(next, Ordering::Relaxed);
-                if halved {
-                    self.void_passes();
-                }
-                return;
+                return halved;
             }
         }
         let b = &self.stripes[self.owned][at];
@@ -224,12 +229,7 @@ impl Window {
         loop {
             let (next, halved) = bucket_plus(cur, e, failed);
             match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => {
-                    if halved {
-                        self.void_passes();
-                    }
-                    return;
-                }
+                Ok(_) => return halved,
                 Err(seen) => cur = seen,
             }
         }
