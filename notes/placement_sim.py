@@ -53,7 +53,8 @@ if __name__ == "__main__":
     print("slots/line  slots/tenant  homes  policy      at home (by home)      elsewhere")
     for per_line, spt, homes, ff in ROWS:
         at, out = place(per_line, spt, homes, ff)
-        policy = "first fit" if ff or homes == 1 else "emptier"
         # The emptier-home policy has no first or second home: one share.
-        shares = " + ".join(f"{a:.1%}" for a in at) if ff else f"{sum(at):.1%}"
+        policy, shares = (
+            ("first fit", " + ".join(f"{a:.1%}" for a in at)) if ff else ("emptier", f"{sum(at):.1%}")
+        )
         print(f"{per_line:10}  {spt:12}  {homes:5}  {policy:10}  {shares:21}  {out:.1%}")
