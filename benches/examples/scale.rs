@@ -282,7 +282,7 @@ fn main() {
         }
     }
     println!(
-        "partition struct: {} bytes (breakerbank::partition::PARTITION_BYTES)",
+        "partition slot: {} bytes, two a tenant (breakerbank::partition::PARTITION_BYTES)",
         breakerbank::partition::PARTITION_BYTES
     );
     let mut buf = [0u8; 9];

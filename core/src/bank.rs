@@ -6,7 +6,7 @@ use crate::fallback::{DependencyUnavailable, Fallback, StaleCache, STALE_CACHE_C
 use crate::metrics::{
     bump, DependencyMetrics, Hot, MetricsSnapshot, PartitionMetrics, State, Stats,
 };
-use crate::partition::{Partition, Resolved, Table, GLOBAL, OVERFLOW};
+use crate::partition::{Owner, Partition, Resolved, Table, Window, GLOBAL, NO_OWNER, OVERFLOW};
 use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
 use crate::state::word::{Phase, Word, GEN_MASK};
@@ -417,7 +417,7 @@ impl fmt::Debug for Dependency {
 struct Target<'a> {
     slot: u32,
     part: &'a Partition,
-    owner: u64,
+    owner: Owner,
     overflow: bool,
 }
 
@@ -427,7 +427,7 @@ impl<'a> Target<'a> {
         Target {
             slot: 0,
             part: zero,
-            owner: 0,
+            owner: NO_OWNER,
             overflow: true,
         }
     }
@@ -457,22 +457,21 @@ impl Dependency {
         };
         let (zero, table) = match config.isolation {
             Isolation::Global => {
-                let p = Partition::new(
-                    Word::FRESH,
-                    window.map(|w| (w, crate::partition::window_stripes())),
-                );
                 // Every caller meets the same open breaker: refusals are
                 // counted in per-thread stripes.
-                p.install_stats(Stats::striped());
+                let p = Partition::standalone(
+                    Stats::striped(),
+                    window.map(|w| Window::new(w, crate::partition::window_stripes())),
+                );
                 (p, None)
             }
             // The overflow partition is shared by every tenant that finds
             // no room, as a global one is by every caller, and never
             // recycled: per-thread copies, as a global one has.
             Isolation::Tenant => (
-                Partition::new(
-                    Word::FRESH,
-                    window.map(|w| (w, crate::partition::window_stripes())),
+                Partition::standalone(
+                    Stats::default(),
+                    window.map(|w| Window::new(w, crate::partition::window_stripes())),
                 ),
                 Some(Table::new(config.max_tenants, window)),
             ),
@@ -485,7 +484,7 @@ impl Dependency {
                 admit_fast: table.is_none() && config.slow_call.is_none(),
                 window_fast: table.is_none()
                     && config.slow_call.is_none()
-                    && zero.window.as_deref().is_some_and(|w| w.coarse_ok()),
+                    && zero.window().is_some_and(|w| w.coarse_ok()),
                 quiet_success: consecutive.is_some() && config.slow_call.is_none(),
                 id,
                 config,
@@ -568,7 +567,7 @@ impl Dependency {
             (Parts::Global(p), _) => Target {
                 slot: 0,
                 part: p,
-                owner: 0,
+                owner: NO_OWNER,
                 overflow: false,
             },
             (Parts::Tenant(t, zero), Some(name)) => match t.get_or_insert(name) {
@@ -828,12 +827,12 @@ impl Dependency {
             // closed word, with the same ownership check as the CAS loop.
             let w = part.cell.load();
             if let Some(raw) = self.admit_closed(target.slot, w) {
-                if owner == 0 || part.owned_by(w, owner) {
+                if owner.is_none() || part.owned_by(w, owner) {
                     return Answer::admitted(raw);
                 }
             }
             let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
-                owner == 0 || part.owned_by(w, owner)
+                owner.is_none() || part.owned_by(w, owner)
             }) else {
                 // The slot was recycled under us: resolve the tenant again.
                 target = self.retarget(tenant, &mut lost);
@@ -964,7 +963,7 @@ impl Dependency {
         }
         let mut trip = false;
         if let (Some((rate, min_calls)), Some(window), false) =
-            (inner.rate, &part.window, permit.probe)
+            (inner.rate, part.window(), permit.probe)
         {
             if verdict != Verdict::Cancelled {
                 let w = part.cell.load();
@@ -1002,7 +1001,7 @@ impl Dependency {
             return false;
         }
         let part = &*inner.zero;
-        let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window.as_deref()) else {
+        let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window()) else {
             return false;
         };
         if !part.cell.load().is_quiet_closed(permit.generation) {
@@ -1036,7 +1035,16 @@ impl Dependency {
             return false;
         }
         part.stats().hot(Hot::Failure);
+        self.touch_failed(permit.slot, part);
         true
+    }
+
+    /// Ranks a tenant partition that just counted a failure for LRU
+    /// eviction: its cold part, where the tick lives, exists by now.
+    fn touch_failed(&self, slot: u32, part: &Partition) {
+        if let (Some(t), true) = (&self.inner.table, slot != 0) {
+            part.touch(t.tick());
+        }
     }
 
     /// The cell's part of a record, after the window's: the word's change,
@@ -1052,9 +1060,17 @@ impl Dependency {
             trip,
         );
         match r {
+            // A slot no tenant owns since the permit was issued counts it
+            // with the dependency's overflow partition, which lists it.
+            Recorded::Late if permit.slot != 0 && part.is_free() => {
+                bump(&inner.zero.stats().late_records_total)
+            }
             Recorded::Late => bump(&part.stats().late_records_total),
             Recorded::Applied | Recorded::Transition(_) => match verdict {
-                Verdict::Failure => part.stats().hot(Hot::Failure),
+                Verdict::Failure => {
+                    part.stats().hot(Hot::Failure);
+                    self.touch_failed(permit.slot, part);
+                }
                 Verdict::Cancelled => bump(&part.stats().cancelled_total),
                 Verdict::Success => {}
             },
@@ -1075,7 +1091,7 @@ impl Dependency {
         part.stats()
             .on_transition(t.from, t.to, now, inner.config.recovery_bound);
         if t.from == Phase::Closed && t.to == Phase::Open {
-            if let Some(w) = &part.window {
+            if let Some(w) = part.window() {
                 w.clear_at(now.as_nanos());
             }
         }
@@ -1138,16 +1154,16 @@ impl Dependency {
             EventKind::ForcedOpen => machine::force_open,
             _ => machine::reset,
         };
-        let apply = |slot: u32, part: &Partition, owner: u64| {
+        let apply = |slot: u32, part: &Partition, owner: Owner| {
             if let Some(t) = part
                 .cell
-                .operate(action, |w| owner == 0 || part.owned_by(w, owner))
+                .operate(action, |w| owner.is_none() || part.owned_by(w, owner))
             {
                 self.on_transition(slot, part, &t, kind);
             }
         };
         match (self.parts(), tenant.filter(|t| !t.is_empty())) {
-            (Parts::Global(p), _) => apply(0, p, 0),
+            (Parts::Global(p), _) => apply(0, p, NO_OWNER),
             (Parts::Tenant(t, _), Some(name)) => {
                 let target = match kind {
                     // Forcing an unseen tenant open must isolate it: create it.
@@ -1169,9 +1185,9 @@ impl Dependency {
                 t.forced_all
                     .store(kind == EventKind::ForcedOpen, Ordering::Release);
                 for (slot, part, _) in t.live() {
-                    apply(slot, part, 0);
+                    apply(slot, part, NO_OWNER);
                 }
-                apply(0, zero, 0);
+                apply(0, zero, NO_OWNER);
             }
         }
     }

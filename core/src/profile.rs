@@ -104,9 +104,9 @@ pub struct DependencyConfig {
     /// When a tripped breaker counts as stuck (C15).
     pub recovery_bound: Duration,
     /// Bound on tenant partitions (tenant isolation only). The table
-    /// reserves 64 bytes of address space a partition and an 8-byte index
-    /// share per tenant when the bank is made; memory is written, and so
-    /// used, only as tenants come (about 128 bytes each, all told).
+    /// reserves 64 bytes of address space a tenant (two 32-byte slots)
+    /// and a 2-byte index share when the bank is made; memory is written,
+    /// and so used, only as tenants come (about 122 bytes each, all told).
     pub max_tenants: u32,
 }
 

@@ -10,7 +10,7 @@
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(loom)]
-pub(crate) use loom::sync::{Arc, Mutex};
+pub(crate) use loom::sync::Arc;
 
 // Aliases rather than re-exports, so clippy's `disallowed-types` (which
 // bans the std paths everywhere else) sees the alias here and not the
@@ -25,8 +25,6 @@ mod std_prims {
     pub(crate) type AtomicUsize = std::sync::atomic::AtomicUsize;
     pub(crate) type Arc<T> = std::sync::Arc<T>;
 }
-#[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
 #[cfg(not(loom))]
 pub(crate) use std_prims::{Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 
@@ -166,5 +164,50 @@ pub(crate) mod thread_index {
             return None;
         }
         MINE.try_with(|h| h.as_ref().map(|h| h.0)).ok().flatten()
+    }
+}
+
+/// Asks for the cache line at `p` ahead of its use (a hint: no fault,
+/// whatever the address; nothing where no stable intrinsic exists).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: `prefetcht0` reads nothing architecturally and never faults;
+    // SSE, which it needs, is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+    let _ = p;
+}
+
+/// Installs `value` in `at` unless something is there already; returns
+/// what stays installed. For a part made on first need and kept until its
+/// owner drops.
+///
+/// # Safety
+///
+/// `at` holds null or a pointer from `Box::into_raw`, freed only when the
+/// owner of `at` drops (with `&mut`), so it outlives the `&AtomicPtr`
+/// borrow.
+pub(crate) unsafe fn install_once<T>(at: &AtomicPtr<T>, value: T) -> &T {
+    let fresh = Box::into_raw(Box::new(value));
+    // AcqRel: publish the initialised value / see the winner's.
+    match at.compare_exchange(
+        std::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        // SAFETY: we just installed `fresh`, a live Box, freed only by the
+        // owner of `at` (the caller's contract).
+        Ok(_) => unsafe { &*fresh },
+        Err(winner) => {
+            // SAFETY: `fresh` lost the race and was never shared.
+            drop(unsafe { Box::from_raw(fresh) });
+            // SAFETY: `winner` came from a live Box and is freed only by
+            // the owner of `at` (the caller's contract).
+            unsafe { &*winner }
+        }
     }
 }

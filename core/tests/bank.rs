@@ -214,12 +214,19 @@ fn c9_evicted_permit_is_recorded_as_late_not_applied() {
     let bank = tenant_bank(1, 1);
     let pay = bank.dependency("payments_client").unwrap();
     let old = admitted(pay.admit(Some("a"), None).unwrap()).into_raw();
-    // "a" is idle (a closed call in flight counts for nothing): "b" takes its slot.
+    // "a" is idle (a closed call in flight counts for nothing): "b" evicts
+    // it (and takes its slot, or a free one beside it).
     admitted(pay.admit(Some("b"), None).unwrap()).record(Outcome::Success);
     pay.record_raw(old, Outcome::Failure); // would trip "b" if applied
     assert_eq!(pay.state(Some("b")).unwrap(), State::Closed);
     let m = bank.metrics();
-    assert_eq!(m.dependencies[0].partitions[0].late_records_total, 1);
+    let parts = &m.dependencies[0].partitions;
+    assert!(parts.iter().all(|p| p.partition != "a"), "a was evicted");
+    // Counted once: on "b" if it took a's slot, else on the overflow
+    // partition, which stands for slots no tenant owns.
+    let late: u64 = parts.iter().map(|p| p.late_records_total).sum();
+    assert_eq!(late, 1);
+    assert!(parts.iter().all(|p| p.failures_total == 0));
 }
 
 #[test]

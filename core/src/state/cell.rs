@@ -1,4 +1,6 @@
-//! The atomic cell: the packed word plus its generation-tagged open-until.
+//! The atomic cell: the packed word, and a pointer to a side part made on
+//! first need that holds, among what its owner keeps there, the
+//! generation-tagged open-until.
 //!
 //! Ordering argument. The word is loaded with `Acquire` and replaced with
 //! an `AcqRel` compare-and-swap: a thread that sees a word also sees what
@@ -12,11 +14,19 @@
 //! never let a probe through early. Publication only moves the tag
 //! forward (a stale publisher of an older generation backs off), so a
 //! newer episode's time is never overwritten by an older one.
+//!
+//! The side part is made by the first thread that needs it (a trip's
+//! publisher, a counter's first bump) and installed by one compare-and-swap
+//! from null; it lives until the cell is dropped. Keeping it out of the
+//! cell leaves a tenant slot room for its owner's key beside the word
+//! (`partition.rs`): a lookup confirms the tenant and reads the word on
+//! one line. A reader that finds no side part sees no open-until, which
+//! is the unpublished case above: the breaker stays open.
 
 use super::machine::{self, Admission, Env, Policy, Recorded, Transition, Verdict};
 use super::word::{Word, GEN_MASK};
 use crate::clock::{Clock, Instant};
-use crate::sync::{spin_hint, AtomicU64, AtomicWord, Ordering};
+use crate::sync::{install_once, spin_hint, AtomicPtr, AtomicU64, AtomicWord, Ordering};
 
 const TAG_SHIFT: u32 = 39;
 const MS_MASK: u64 = (1 << TAG_SHIFT) - 1;
@@ -31,36 +41,75 @@ pub enum Step<R> {
     Keep(R),
 }
 
-/// One partition's word and open-until.
+/// The open-until side word: `(generation << 39) | open-until in ms`,
+/// rounded up.
 #[derive(Debug)]
-pub struct Cell {
-    word: AtomicWord,
-    // (generation << 39) | open-until in ms, rounded up.
-    until: AtomicU64,
+pub struct Until(AtomicU64);
+
+impl Default for Until {
+    fn default() -> Self {
+        // Tag of a generation no fresh word has: nothing published yet.
+        Self(AtomicU64::new(u64::from(GEN_MASK) << TAG_SHIFT))
+    }
 }
 
-impl Default for Cell {
+/// What a cell keeps beside its word, made on first need: at least the
+/// open-until; the owner of the cell may keep more there. `Send + Sync`:
+/// every thread that shares the cell may reach it.
+pub trait Side: Default + Send + Sync {
+    /// The open-until side word.
+    fn until(&self) -> &Until;
+}
+
+impl Side for Until {
+    fn until(&self) -> &Until {
+        self
+    }
+}
+
+/// One partition's word, and its side part once something needed one.
+#[derive(Debug)]
+pub struct Cell<S: Side = Until> {
+    word: AtomicWord,
+    side: AtomicPtr<S>,
+}
+
+impl<S: Side> Default for Cell<S> {
     fn default() -> Self {
         Self::new(Word::FRESH)
     }
 }
 
+impl<S: Side> Drop for Cell<S> {
+    fn drop(&mut self) {
+        // A load, not `get_mut`, which loom's atomics lack; with `&mut
+        // self` nothing races it.
+        let p = self.side.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: `side` is null or a pointer from `Box::into_raw`,
+            // installed once by `install_side` (or `with_side`) and freed
+            // only here, with `&mut self`.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
 /// Adapts a cell and a clock to [`machine::Env`]; reads the clock at most once.
-struct CellEnv<'a> {
-    cell: &'a Cell,
+struct CellEnv<'a, S: Side> {
+    cell: &'a Cell<S>,
     clock: &'a dyn Clock,
     now: Option<Instant>,
     coarse: Option<Instant>,
 }
 
-impl CellEnv<'_> {
+impl<S: Side> CellEnv<'_, S> {
     /// The latest reading taken, if any.
     fn reading(&self) -> Option<Instant> {
         self.now.or(self.coarse)
     }
 }
 
-impl Env for CellEnv<'_> {
+impl<S: Side> Env for CellEnv<'_, S> {
     fn now(&mut self) -> Instant {
         *self.now.get_or_insert_with(|| self.clock.now())
     }
@@ -75,14 +124,50 @@ impl Env for CellEnv<'_> {
     }
 }
 
-impl Cell {
-    /// A cell holding `w`.
+impl<S: Side> Cell<S> {
+    /// A cell holding `w`, with no side part yet.
     pub fn new(w: Word) -> Self {
         Self {
             word: AtomicWord::new(w),
-            // Tag of a generation no fresh word has: nothing published yet.
-            until: AtomicU64::new(u64::from(GEN_MASK) << TAG_SHIFT),
+            side: AtomicPtr::new(std::ptr::null_mut()),
         }
+    }
+
+    /// A cell holding `w` with `side` already made.
+    pub fn with_side(w: Word, side: S) -> Self {
+        Self {
+            word: AtomicWord::new(w),
+            side: AtomicPtr::new(Box::into_raw(Box::new(side))),
+        }
+    }
+
+    /// The side part if one was made.
+    #[inline]
+    pub fn side_if_any(&self) -> Option<&S> {
+        // Acquire: pairs with the AcqRel CAS that installed it.
+        let p = self.side.load(Ordering::Acquire);
+        // SAFETY: non-null means installed by `install_side` from a live
+        // Box (or made with the cell); it is freed only in Drop, which
+        // needs `&mut self`.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The side part, made with `S::default()` if there is none yet.
+    #[inline]
+    pub fn side(&self) -> &S {
+        match self.side_if_any() {
+            Some(s) => s,
+            None => self.install_side(S::default()),
+        }
+    }
+
+    /// Installs `side` unless a side part exists; returns the one that
+    /// stays.
+    #[cold]
+    pub fn install_side(&self, side: S) -> &S {
+        // SAFETY: `side` holds null or a part installed here, freed only
+        // in Drop, with `&mut self`.
+        unsafe { install_once(&self.side, side) }
     }
 
     /// The current word.
@@ -131,7 +216,7 @@ impl Cell {
     #[inline]
     pub fn open_until(&self, generation: u32) -> Option<Instant> {
         // Acquire: pairs with the publisher's Release; the tag says whose it is.
-        let v = self.until.load(Ordering::Acquire);
+        let v = self.side_if_any()?.until().0.load(Ordering::Acquire);
         ((v >> TAG_SHIFT) as u32 == generation & GEN_MASK)
             .then(|| Instant::from_nanos((v & MS_MASK).saturating_mul(NS_PER_MS)))
     }
@@ -140,7 +225,8 @@ impl Cell {
     pub fn publish_open_until(&self, generation: u32, until: Instant) {
         let ms = until.as_nanos().div_ceil(NS_PER_MS).min(MS_MASK);
         let new = (u64::from(generation & GEN_MASK) << TAG_SHIFT) | ms;
-        let mut cur = self.until.load(Ordering::Acquire);
+        let until = &self.side().until().0;
+        let mut cur = until.load(Ordering::Acquire);
         loop {
             let tag = (cur >> TAG_SHIFT) as u32;
             let ahead = tag.wrapping_sub(generation) & GEN_MASK;
@@ -148,10 +234,7 @@ impl Cell {
                 return; // a newer episode already published its own time
             }
             // Release: readers that match the tag see a complete value.
-            match self
-                .until
-                .compare_exchange_weak(cur, new, Ordering::Release, Ordering::Acquire)
-            {
+            match until.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Acquire) {
                 Ok(_) => return,
                 Err(seen) => cur = seen,
             }
@@ -262,7 +345,7 @@ mod tests {
 
     #[test]
     fn c12_open_until_is_tagged_by_generation() {
-        let c = Cell::default();
+        let c: Cell = Cell::default();
         assert_eq!(c.open_until(0), None);
         c.publish_open_until(5, Instant::from_nanos(1_500_001));
         assert_eq!(c.open_until(5), Some(Instant::from_nanos(2_000_000)));
@@ -276,7 +359,7 @@ mod tests {
 
     #[test]
     fn c5_trip_publishes_open_until() {
-        let c = Cell::default();
+        let c: Cell = Cell::default();
         let clock = ManualClock::new();
         let p = Policy {
             consecutive_failures: Some(1),

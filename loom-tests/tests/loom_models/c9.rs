@@ -22,8 +22,9 @@ const WARM: &str = "warm/by-the-shard-path";
 /// both may allocate a slot and race to publish it) and keep their
 /// permits as plain data. Both permits must name the same slot and
 /// generation. Setup admits another tenant first, so the table is in use
-/// before the threads start (the arena's first chunk is ready from the
-/// table's creation; allocation is not what this model is about). After the
+/// before the threads start. Both inserters try the same home slots first
+/// (by compare-and-swap on their words), so they may also race for a
+/// slot, not only to publish. After the
 /// join, one permit's failure trips the breaker (consecutive_failures 1)
 /// that the tenant maps to: the other permit is then late, the tenant
 /// reads open and is refused, and only one partition bears its name.
@@ -266,30 +267,33 @@ fn c9_eviction_racing_admission_never_evicts_open() {
     );
 }
 
-/// The tenant index (ids of up to 15 bytes) racing a recycle of the slot
-/// it points at. `max_tenants: 1`, consecutive_failures 1. Setup: tenant
-/// `a` holds the only slot, closed and idle, and the index points `a` at
-/// it. Then, concurrently: new tenant `b` admits (it evicts `a` and takes
-/// the slot, or is served by the overflow partition) while `a` admits
-/// through its now possibly stale hint. A hint counts only once the
-/// partition confirms the id and the generation, so `a` must never be
+/// The fast lookup (ids of up to 15 bytes: the tenant's home slots, then
+/// the index) racing a recycle of the slot it finds. `max_tenants: 1`,
+/// consecutive_failures 1. Setup: tenant `a` holds one of the two slots
+/// (one home line: both are every tenant's homes), closed and idle. Then,
+/// concurrently: new tenant `b` admits (it evicts `a` and takes the free
+/// slot beside it or `a`'s, or is served by the overflow partition) while
+/// `a` admits through its homes, now possibly stale. A slot counts only
+/// once it confirms the id and the generation, so `a` must never be
 /// admitted into `b`'s partition: its permit never carries the slot and
 /// generation of `b`'s, and its failure, recorded after the join, never
-/// trips `b`.
+/// trips `b`. (Before the homes, `a` was found through an index hint;
+/// the confirmation is the same code, `Table::confirm`.)
 ///
-/// 340 815 executions at bound 1 (about a minute on the 2-core machine;
-/// 1 566 941 before admission decided on the confirming word): kept out
+/// 1 556 854 executions at bound 1 (about four and a half minutes on the
+/// 2-core machine; 340 815, about a minute, through the index alone
+/// before the homes): kept out
 /// of `make test`'s time budget, so `make loom-index` (and
 /// `make loom-deep`) run it; `core/tests/tenant_stress.rs` races the same
 /// thing on real threads in every `make test`.
 ///
 /// Not covered here: a lookup racing its own tenant's eviction *and*
 /// re-insertion into the same slot, which the generation re-check in
-/// `Table::lookup_indexed` guards (removing that check does not fail this
+/// `Table::confirm` guards (removing that check does not fail this
 /// model; without it such a race could decide one admission on the
 /// previous owner's word: a permit that records as late, or a refusal).
 #[test]
-#[ignore = "about a minute: make loom-index"]
+#[ignore = "about five minutes: make loom-index"]
 fn c9_index_hint_racing_recycle_never_admits_the_wrong_tenant() {
     let profile = profile(Scope::Tenant { max_tenants: 1 }, 1, 1, 1);
     explore_bounded(

@@ -173,7 +173,7 @@ where
     let counted = runs.clone();
     let start = Instant::now();
     let mut builder = loom::model::Builder::new();
-    // Tearing down a tenant table drops a whole arena chunk, one modelled
+    // Tearing down a tenant table drops every slot of its arena, one modelled
     // atomic load per partition: more branches than loom's default 1000
     // in one execution, none of them a spin loop.
     if std::env::var_os("LOOM_MAX_BRANCHES").is_none() {
