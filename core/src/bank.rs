@@ -1440,7 +1440,9 @@ impl Dependency {
                 for (slot, part, key) in t.live() {
                     push(slot, part, key.to_string());
                 }
-                if o.stats_if_any().is_some() || o.cell.load() != Word::FRESH {
+                // Listed once something happened to it (its cold part is
+                // made with it, counters and all).
+                if o.stats_if_any().is_some_and(|s| !s.is_clear()) || o.cell.load() != Word::FRESH {
                     push(0, o, OVERFLOW.to_string());
                 }
             }

@@ -63,6 +63,18 @@ macro_rules! counters {
                 self.stuck_announced.store(NO_EPISODE, Ordering::Relaxed);
                 self.stuck_after.store(NO_EPISODE, Ordering::Relaxed);
             }
+
+            /// Whether nothing was ever counted here (nor since a clear).
+            pub(crate) fn is_clear(&self) -> bool {
+                $(self.$name.load(Ordering::Relaxed) == 0 &&)*
+                    self.open_ns_total.load(Ordering::Relaxed) == 0
+                    && self.episode_start.load(Ordering::Relaxed) == NO_EPISODE
+                    && self
+                        .owned
+                        .iter()
+                        .flat_map(|s| s.iter())
+                        .all(|c| c.load(Ordering::Relaxed) == 0)
+            }
         }
     };
 }

@@ -229,6 +229,42 @@ fn c9_evicted_permit_is_recorded_as_late_not_applied() {
     assert!(parts.iter().all(|p| p.failures_total == 0));
 }
 
+/// C9's order: idle partitions go first, then closed ones with counts,
+/// least recently used first (an admission is a use); open ones never.
+#[test]
+fn c9_eviction_takes_idle_first_then_the_least_recently_used() {
+    let bank = tenant_bank(5, 3);
+    let pay = bank.dependency("payments_client").unwrap();
+    let listed = |bank: &Bank| -> Vec<String> {
+        let mut names: Vec<String> = bank.metrics().dependencies[0]
+            .partitions
+            .iter()
+            .map(|p| p.partition.clone())
+            .filter(|n| n != "<overflow>")
+            .collect();
+        names.sort();
+        names
+    };
+    // One failure each, in this order: none idle.
+    for t in ["a", "b", "c"] {
+        fail(&pay, Some(t), 1);
+    }
+    // A call of "a" (left in flight: a success would make "a" idle).
+    let _in_flight = admitted(pay.admit(Some("a"), None).unwrap()).into_raw();
+    // "d" evicts "b": not "a", used since; not "c", inserted after "b".
+    admitted(pay.admit(Some("d"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(listed(&bank), ["a", "c", "d"]);
+    // "d" is idle: "e" takes its place before any closed one with counts.
+    admitted(pay.admit(Some("e"), None).unwrap()).record(Outcome::Failure);
+    assert_eq!(listed(&bank), ["a", "c", "e"]);
+    // The counts survived the evictions.
+    let m = bank.metrics();
+    for p in &m.dependencies[0].partitions {
+        let want = u64::from(p.partition != "<overflow>");
+        assert_eq!(p.failures_total, want, "{}", p.partition);
+    }
+}
+
 #[test]
 fn c9_force_open_all_isolates_tenants_first_seen_afterwards() {
     let (bank, _c) = two();
