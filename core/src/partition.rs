@@ -1261,10 +1261,16 @@ impl Table {
         self.arena.get((slot as usize).checked_sub(1)?)
     }
 
-    /// The arena index of the first slot of each of a tenant's two home
-    /// lines: the hash, and the hash times an odd constant (whose high
+    /// The arena index of the tenant's preferred slot in each of its two
+    /// home lines (the other slot of a line is the index `^ 1`): the lines
+    /// from the hash and from the hash times an odd constant (whose high
     /// bits depend on all of the hash's), each scaled to the line count
-    /// (no power-of-two rounding).
+    /// (no power-of-two rounding); the slot from the hash's lowest bit.
+    /// A tenant takes its preferred slot when it is free, so a lookup that
+    /// tries it first finds the tenant there at once about 3 times in 4:
+    /// trying slot 0 first, which of the two held the tenant was a coin
+    /// toss, and the branch on it, mispredicted, discarded the work begun
+    /// on the next call, whose cache miss then no longer overlapped.
     ///
     /// Two slots a line, two lines a tenant, twice as many slots as
     /// tenants, a tenant taking the first free slot of its first home,
@@ -1275,16 +1281,17 @@ impl Table {
     #[inline(always)]
     fn homes(&self, hash: u64) -> [usize; 2] {
         let scale = |h: u64| ((u128::from(h) * u128::from(self.lines)) >> 64) as usize;
+        let pick = (hash & 1) as usize;
         [
-            2 * scale(hash),
-            2 * scale(hash.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            2 * scale(hash) + pick,
+            2 * scale(hash.wrapping_mul(0x9e37_79b9_7f4a_7c15)) + pick,
         ]
     }
 
     /// Whether `slot` is in one of the homes of the tenant of `hash`.
     fn at_home(&self, hash: u64, slot: u32) -> bool {
         let i = slot as usize - 1;
-        self.homes(hash).iter().any(|&h| i == h || i == h + 1)
+        self.homes(hash).iter().any(|&h| i >> 1 == h >> 1)
     }
 
     /// Looks a tenant up without creating it. Lock-free, allocation-free.
@@ -1330,7 +1337,7 @@ impl Table {
     fn lookup_fast(&self, hash: u64, key: Key) -> Option<(Resolved<'_>, Word)> {
         let [first, second] = self.homes(hash);
         crate::sync::prefetch(self.arena.at(second));
-        for i in [first, first + 1, second, second + 1] {
+        for i in [first, first ^ 1, second, second ^ 1] {
             if let Some(found) = self.confirm(i as u32 + 1, key) {
                 return Some(found);
             }
@@ -1504,7 +1511,7 @@ impl Table {
     /// A free slot in the tenant's homes, first home first, held.
     fn claim_home(&self, hash: u64) -> Option<u32> {
         let [first, second] = self.homes(hash);
-        [first, first + 1, second, second + 1]
+        [first, first ^ 1, second, second ^ 1]
             .into_iter()
             .map(|i| i as u32 + 1)
             .find(|&slot| self.claim(slot))
@@ -1812,7 +1819,7 @@ mod tests {
     /// The slots of `id`'s homes, first home first.
     fn home_slots(t: &Table, id: &str) -> [u32; 4] {
         let [first, second] = t.homes(t.hash(id));
-        [first, first + 1, second, second + 1].map(|i| i as u32 + 1)
+        [first, first ^ 1, second, second ^ 1].map(|i| i as u32 + 1)
     }
 
     #[test]
