@@ -1,7 +1,7 @@
 # loom models of the concurrent core (issue 4). Included by the root Makefile.
 #
 #   make loom        every model at LOOM_MAX_PREEMPTIONS=2 (part of `make test`;
-#                    about 5.5 min on 2 cores, build included)
+#                    about 4-5.5 min on 2 cores, build included)
 #   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3, and the
 #                    ignored ones (much longer; run by hand before touching
 #                    state/ or partition.rs)

@@ -1119,8 +1119,7 @@ pub(crate) struct Table {
     /// Keys the fingerprints that stand for long ids in partitions.
     fingerprints: SipHasher13,
     arena: Arena,
-    /// Home lines: half the slots, one per tenant the table may hold.
-    lines: u64,
+    /// Tenants the table may hold: as many home lines, twice as many slots.
     capacity: u32,
     /// Tenants holding a slot or about to: at most `capacity`.
     live: AtomicU32,
@@ -1182,7 +1181,6 @@ impl Table {
             hasher: TableHasher::default(),
             fingerprints: fingerprint_keys(),
             arena: Arena::new(2 * capacity as usize),
-            lines: u64::from(capacity),
             capacity,
             live: AtomicU32::new(0),
             window,
@@ -1280,7 +1278,8 @@ impl Table {
     /// `c9_most_tenants_sit_in_their_first_home` checks it here).
     #[inline(always)]
     fn homes(&self, hash: u64) -> [usize; 2] {
-        let scale = |h: u64| ((u128::from(h) * u128::from(self.lines)) >> 64) as usize;
+        let lines = u128::from(self.capacity);
+        let scale = |h: u64| ((u128::from(h) * lines) >> 64) as usize;
         let pick = (hash & 1) as usize;
         [
             2 * scale(hash) + pick,
