@@ -56,7 +56,7 @@ use crate::metrics::Stats;
 use crate::state::cell::{Cell, Side, Until};
 use crate::state::word::{Phase, Word};
 use crate::sync::{
-    epoch, thread_index, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, CachePadded,
+    epoch, thread_index, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Installed,
     Ordering, StdArc,
 };
 use siphasher::sip128::SipHasher13;
@@ -443,11 +443,11 @@ pub(crate) struct Cold {
     /// Table tick of the last admission that found the partition not
     /// idle, for LRU eviction (only such partitions are ranked by it).
     last_used: AtomicU64,
-    pub(crate) stats: Stats,
+    stats: Stats,
     /// Failure-rate window, installed once (a slot's first tenant of a
     /// failure-rate table, or with a global partition) and kept with the
     /// slot.
-    window: AtomicPtr<Window>,
+    window: Installed<Window>,
 }
 
 impl Default for Cold {
@@ -462,46 +462,27 @@ impl Side for Cold {
     }
 }
 
-impl Drop for Cold {
-    fn drop(&mut self) {
-        // A load, not `get_mut`, which loom's atomics lack.
-        let p = self.window.load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: `window` is null or a pointer from `Box::into_raw`
-            // installed once by `window_or_install`, freed only here, with
-            // `&mut self`.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    }
-}
-
 impl Cold {
     fn new(stats: Stats) -> Self {
         Self {
             until: Until::default(),
             last_used: AtomicU64::new(0),
             stats,
-            window: AtomicPtr::new(std::ptr::null_mut()),
+            window: Installed::empty(),
         }
     }
 
     /// The window, if one was installed.
     #[inline]
     fn window(&self) -> Option<&Window> {
-        // Acquire: pairs with the AcqRel CAS that installed it.
-        let p = self.window.load(Ordering::Acquire);
-        // SAFETY: non-null means installed from a live Box by
-        // `window_or_install`; freed only in Drop, with `&mut self`.
-        (!p.is_null()).then(|| unsafe { &*p })
+        self.window.get()
     }
 
     /// The window, installing `make()` if there is none.
     fn window_or_install(&self, make: impl FnOnce() -> Window) -> &Window {
         match self.window() {
             Some(w) => w,
-            // SAFETY: `window` holds null or a window installed here,
-            // freed only in Drop, with `&mut self`.
-            None => unsafe { crate::sync::install_once(&self.window, make()) },
+            None => self.window.get_or_install(make()),
         }
     }
 }
@@ -601,6 +582,14 @@ impl Partition {
         // Acquire (in `key_is`): the key is written before the word that
         // hands the slot over; having seen that word we see its key.
         w.phase() != Phase::Vacant && (w.generation() == owner.generation || self.key_is(owner.key))
+    }
+
+    /// Whether the slot is `key`'s in word `w`, by its key words: an
+    /// occupied word, and the key read after it.
+    #[inline]
+    fn keyed(&self, w: Word, key: Key) -> bool {
+        // Acquire (in `key_is`): see `owned_by`.
+        w.phase() != Phase::Vacant && self.key_is(key)
     }
 
     /// Marks the partition used at `tick`, if it has a cold part (a write
@@ -732,10 +721,18 @@ fn fingerprint_keys() -> SipHasher13 {
 /// short id has its length (1 to 15), so the two forms never meet. SipHash
 /// is a PRF: without the table's random key, two distinct ids share a
 /// fingerprint with probability 2^-120, however they were chosen.
-#[cfg_attr(loom, allow(dead_code))]
 fn fingerprint(keys: &SipHasher13, tenant: &str) -> [u64; 2] {
     let h = keys.hash(tenant.as_bytes());
-    [h.h1, h.h2 | 0xff << 56]
+    [h.h1, h.h2 | FINGERPRINT_MARK << 56]
+}
+
+/// The last byte of a fingerprint's key words (see [`fingerprint`]).
+const FINGERPRINT_MARK: u64 = 0xff;
+
+/// Whether key words are a long id's fingerprint, not a packed short id.
+#[inline(always)]
+fn is_fingerprint(key: [u64; 2]) -> bool {
+    key[1] >> 56 == FINGERPRINT_MARK
 }
 
 /// A tenant id of 1 to [`PART_KEY`] bytes as two words: the bytes, zero
@@ -1222,7 +1219,7 @@ impl Table {
     /// form the key words take, has models of its own with short ids.
     #[inline(always)]
     fn fast(key: Key) -> bool {
-        cfg!(not(loom)) || key[1] >> 56 != 0xff
+        cfg!(not(loom)) || !is_fingerprint(key)
     }
 
     /// A tenant's hash, from its key words: the two words hashed as one
@@ -1287,10 +1284,19 @@ impl Table {
         ]
     }
 
+    /// The slots of the tenant of `hash`'s homes in the order a lookup
+    /// tries them and an insert claims them (they must agree): the
+    /// preferred slot of the first home, the other, then the second
+    /// home's the same way.
+    #[inline(always)]
+    fn home_slots(&self, hash: u64) -> [u32; 4] {
+        let [first, second] = self.homes(hash);
+        [first, first ^ 1, second, second ^ 1].map(|i| i as u32 + 1)
+    }
+
     /// Whether `slot` is in one of the homes of the tenant of `hash`.
     fn at_home(&self, hash: u64, slot: u32) -> bool {
-        let i = slot as usize - 1;
-        self.homes(hash).iter().any(|&h| i >> 1 == h >> 1)
+        self.home_slots(hash).contains(&slot)
     }
 
     /// Looks a tenant up without creating it. Lock-free, allocation-free.
@@ -1334,10 +1340,10 @@ impl Table {
     /// tenant in its second home waits on one miss, not two.
     #[inline(always)]
     fn lookup_fast(&self, hash: u64, key: Key) -> Option<(Resolved<'_>, Word)> {
-        let [first, second] = self.homes(hash);
-        crate::sync::prefetch(self.arena.at(second));
-        for i in [first, first ^ 1, second, second ^ 1] {
-            if let Some(found) = self.confirm(i as u32 + 1, key) {
+        let slots = self.home_slots(hash);
+        crate::sync::prefetch(self.arena.at(slots[2] as usize - 1));
+        for slot in slots {
+            if let Some(found) = self.confirm(slot, key) {
                 return Some(found);
             }
         }
@@ -1353,10 +1359,7 @@ impl Table {
         // the word that hands the slot over, and taking a slot moves the
         // generation on: an occupied `w`, our key, then the same
         // generation again means the key is `w`'s owner's.
-        (w.phase() != Phase::Vacant
-            && part.key_is(key)
-            && part.cell.load().generation() == w.generation())
-        .then_some((
+        (part.keyed(w, key) && part.cell.load().generation() == w.generation()).then_some((
             Resolved {
                 slot,
                 part,
@@ -1398,7 +1401,7 @@ impl Table {
         let w = part.cell.load();
         // A generation seen before the key was written is one the slot has
         // left for good: reading the key synchronised with that change.
-        if w.phase() == Phase::Vacant || !part.key_is(key) {
+        if !part.keyed(w, key) {
             return None;
         }
         self.remember(hash, key, slot);
@@ -1509,10 +1512,8 @@ impl Table {
 
     /// A free slot in the tenant's homes, first home first, held.
     fn claim_home(&self, hash: u64) -> Option<u32> {
-        let [first, second] = self.homes(hash);
-        [first, first ^ 1, second, second ^ 1]
+        self.home_slots(hash)
             .into_iter()
-            .map(|i| i as u32 + 1)
             .find(|&slot| self.claim(slot))
     }
 
@@ -1608,10 +1609,8 @@ impl Table {
             let same = |e: &Entry| e.hash() == hash && e.same_id(&entry);
             if let Some(other) = shard.map.find(hash, same).map(Entry::slot) {
                 // An entry naming our own slot is stale: we hold the slot.
-                let live = other != slot
-                    && self
-                        .get(other)
-                        .is_some_and(|p| p.cell.load().phase() != Phase::Vacant && p.key_is(key));
+                let live =
+                    other != slot && self.get(other).is_some_and(|p| p.keyed(p.cell.load(), key));
                 if live {
                     return None;
                 }
@@ -1712,7 +1711,7 @@ impl Table {
         if slot == 0 || key == NO_KEY {
             return None;
         }
-        if key[1] >> 56 != 0xff {
+        if !is_fingerprint(key) {
             return unpack_key(key);
         }
         let hash = self.hash_key(key);
@@ -1817,8 +1816,7 @@ mod tests {
 
     /// The slots of `id`'s homes, first home first.
     fn home_slots(t: &Table, id: &str) -> [u32; 4] {
-        let [first, second] = t.homes(t.hash(id));
-        [first, first ^ 1, second, second ^ 1].map(|i| i as u32 + 1)
+        t.home_slots(t.hash(id))
     }
 
     #[test]
@@ -1957,7 +1955,7 @@ mod tests {
         let a = "3f2b1c4d-0000-4000-8000-00000000000a";
         let b = "3f2b1c4d-0000-4000-8000-00000000000b";
         let ka = t.key_words(a);
-        assert_eq!(ka[1] >> 56, 0xff, "never a packed short id's length byte");
+        assert!(is_fingerprint(ka), "never a packed short id's length byte");
         assert_ne!(ka, t.key_words(b));
         let ra = t.get_or_insert(a).expect("room");
         // Found at home: no pin, no shard.

@@ -181,33 +181,69 @@ pub(crate) fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
-/// Installs `value` in `at` unless something is there already; returns
-/// what stays installed. For a part made on first need and kept until its
-/// owner drops.
-///
-/// # Safety
-///
-/// `at` holds null or a pointer from `Box::into_raw`, freed only when the
-/// owner of `at` drops (with `&mut`), so it outlives the `&AtomicPtr`
-/// borrow.
-pub(crate) unsafe fn install_once<T>(at: &AtomicPtr<T>, value: T) -> &T {
-    let fresh = Box::into_raw(Box::new(value));
-    // AcqRel: publish the initialised value / see the winner's.
-    match at.compare_exchange(
-        std::ptr::null_mut(),
-        fresh,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        // SAFETY: we just installed `fresh`, a live Box, freed only by the
-        // owner of `at` (the caller's contract).
-        Ok(_) => unsafe { &*fresh },
-        Err(winner) => {
-            // SAFETY: `fresh` lost the race and was never shared.
-            drop(unsafe { Box::from_raw(fresh) });
-            // SAFETY: `winner` came from a live Box and is freed only by
-            // the owner of `at` (the caller's contract).
-            unsafe { &*winner }
+/// A part made on first need and kept until its owner drops: null, or
+/// one boxed value installed by a compare-and-swap from null and never
+/// replaced, so a `&T` it hands out lives as long as `&self`.
+#[derive(Debug)]
+pub(crate) struct Installed<T>(AtomicPtr<T>);
+
+impl<T> Installed<T> {
+    /// Nothing installed yet.
+    pub(crate) fn empty() -> Self {
+        Self(AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// `value` installed already.
+    pub(crate) fn with(value: T) -> Self {
+        Self(AtomicPtr::new(Box::into_raw(Box::new(value))))
+    }
+
+    /// The installed value, if any.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&T> {
+        // Acquire: pairs with the AcqRel CAS that installed it.
+        let p = self.0.load(Ordering::Acquire);
+        // SAFETY: non-null means a pointer from `Box::into_raw` of a live,
+        // initialised value (`with` or `get_or_install`), never replaced
+        // and freed only in Drop, which needs `&mut self`.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
+    /// The installed value, installing `value` if there is none (a racing
+    /// installer's value wins over ours, which is dropped).
+    pub(crate) fn get_or_install(&self, value: T) -> &T {
+        if let Some(v) = self.get() {
+            return v;
+        }
+        let fresh = Box::into_raw(Box::new(value));
+        // AcqRel: publish the initialised value / see the winner's.
+        match self.0.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: we just installed `fresh`, a live Box; see `get`.
+            Ok(_) => unsafe { &*fresh },
+            Err(winner) => {
+                // SAFETY: `fresh` lost the race and was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: `winner` was installed; see `get`.
+                unsafe { &*winner }
+            }
+        }
+    }
+}
+
+impl<T> Drop for Installed<T> {
+    fn drop(&mut self) {
+        // A load, not `get_mut`, which loom's atomics lack; with `&mut
+        // self` nothing races it.
+        let p = self.0.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: a pointer from `Box::into_raw` (see `get`), freed
+            // once, here, with `&mut self`.
+            drop(unsafe { Box::from_raw(p) });
         }
     }
 }

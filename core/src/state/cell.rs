@@ -26,7 +26,7 @@
 use super::machine::{self, Admission, Env, Policy, Recorded, Transition, Verdict};
 use super::word::{Word, GEN_MASK};
 use crate::clock::{Clock, Instant};
-use crate::sync::{install_once, spin_hint, AtomicPtr, AtomicU64, AtomicWord, Ordering};
+use crate::sync::{spin_hint, AtomicU64, AtomicWord, Installed, Ordering};
 
 const TAG_SHIFT: u32 = 39;
 const MS_MASK: u64 = (1 << TAG_SHIFT) - 1;
@@ -71,26 +71,12 @@ impl Side for Until {
 #[derive(Debug)]
 pub struct Cell<S: Side = Until> {
     word: AtomicWord,
-    side: AtomicPtr<S>,
+    side: Installed<S>,
 }
 
 impl<S: Side> Default for Cell<S> {
     fn default() -> Self {
         Self::new(Word::FRESH)
-    }
-}
-
-impl<S: Side> Drop for Cell<S> {
-    fn drop(&mut self) {
-        // A load, not `get_mut`, which loom's atomics lack; with `&mut
-        // self` nothing races it.
-        let p = self.side.load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: `side` is null or a pointer from `Box::into_raw`,
-            // installed once by `install_side` (or `with_side`) and freed
-            // only here, with `&mut self`.
-            drop(unsafe { Box::from_raw(p) });
-        }
     }
 }
 
@@ -129,7 +115,7 @@ impl<S: Side> Cell<S> {
     pub fn new(w: Word) -> Self {
         Self {
             word: AtomicWord::new(w),
-            side: AtomicPtr::new(std::ptr::null_mut()),
+            side: Installed::empty(),
         }
     }
 
@@ -137,19 +123,14 @@ impl<S: Side> Cell<S> {
     pub fn with_side(w: Word, side: S) -> Self {
         Self {
             word: AtomicWord::new(w),
-            side: AtomicPtr::new(Box::into_raw(Box::new(side))),
+            side: Installed::with(side),
         }
     }
 
     /// The side part if one was made.
     #[inline]
     pub fn side_if_any(&self) -> Option<&S> {
-        // Acquire: pairs with the AcqRel CAS that installed it.
-        let p = self.side.load(Ordering::Acquire);
-        // SAFETY: non-null means installed by `install_side` from a live
-        // Box (or made with the cell); it is freed only in Drop, which
-        // needs `&mut self`.
-        (!p.is_null()).then(|| unsafe { &*p })
+        self.side.get()
     }
 
     /// The side part, made with `S::default()` if there is none yet.
@@ -165,9 +146,7 @@ impl<S: Side> Cell<S> {
     /// stays.
     #[cold]
     pub fn install_side(&self, side: S) -> &S {
-        // SAFETY: `side` holds null or a part installed here, freed only
-        // in Drop, with `&mut self`.
-        unsafe { install_once(&self.side, side) }
+        self.side.get_or_install(side)
     }
 
     /// The current word.
