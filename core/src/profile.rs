@@ -103,10 +103,11 @@ pub struct DependencyConfig {
     pub fallback: Fallback,
     /// When a tripped breaker counts as stuck (C15).
     pub recovery_bound: Duration,
-    /// Bound on tenant partitions (tenant isolation only). The table
-    /// reserves 64 bytes of address space a tenant (two 32-byte slots)
-    /// and a 2-byte index share when the bank is made; memory is written,
-    /// and so used, only as tenants come (about 122 bytes each, all told).
+    /// Bound on tenant partitions (tenant isolation only). The table's
+    /// slots (64 bytes a tenant, two of 32) and index (2 bytes a tenant)
+    /// are allocated and zeroed when the bank is made, so the bound costs
+    /// memory from the start, tenants or not; a full table of healthy
+    /// tenants costs about 122 bytes a tenant all told.
     pub max_tenants: u32,
 }
 
