@@ -572,7 +572,7 @@ impl Dependency {
             },
             (Parts::Tenant(t, zero), Some(name)) => match t.get_or_insert(name) {
                 Some(Resolved { slot, part, owner }) => {
-                    part.touch(t.tick());
+                    part.touch(t);
                     Target {
                         slot,
                         part,
@@ -692,7 +692,7 @@ impl Dependency {
     ) -> Option<(Answer, Option<&'t Partition>)> {
         let (r, w) = t.lookup_known(tenant)?;
         if let Some(raw) = self.admit_closed(r.slot, w) {
-            r.part.touch(t.tick());
+            r.part.touch(t);
             return Some((Answer::admitted(raw), Some(r.part)));
         }
         match w.phase() {
@@ -707,7 +707,7 @@ impl Dependency {
     #[inline(never)]
     fn refuse_known(&self, t: &Table, slot: u32, part: &Partition, w: Word) -> Option<Answer> {
         let retry_ns = self.refuse_open(slot, part, w)?;
-        part.touch(t.tick());
+        part.touch(t);
         Some(Answer::refused_open(retry_ns))
     }
 
@@ -1043,7 +1043,7 @@ impl Dependency {
     /// eviction: its cold part, where the tick lives, exists by now.
     fn touch_failed(&self, slot: u32, part: &Partition) {
         if let (Some(t), true) = (&self.inner.table, slot != 0) {
-            part.touch(t.tick());
+            part.touch(t);
         }
     }
 

@@ -592,13 +592,16 @@ impl Partition {
         w.phase() != Phase::Vacant && self.key_is(key)
     }
 
-    /// Marks the partition used at `tick`, if it has a cold part (a write
+    /// Marks the partition used at the table's tick, if it has a cold part (a write
     /// only when the tick changed). A partition without one is idle or
     /// was never refused, failed or tripped: eviction takes idle ones
     /// first, whenever they were used, and ranks the others by this tick.
+    /// The table's tick is read only then: most partitions have no cold
+    /// part, and the read was one more load on every tenant call.
     #[inline]
-    pub(crate) fn touch(&self, tick: u64) {
+    pub(crate) fn touch(&self, table: &Table) {
         if let Some(c) = self.cell.side_if_any() {
+            let tick = table.tick();
             // Relaxed: an eviction hint.
             if c.last_used.load(Ordering::Relaxed) != tick {
                 c.last_used.store(tick, Ordering::Relaxed);
