@@ -1022,6 +1022,14 @@ struct Shard {
 /// usual 2 MiB; elsewhere an alignment, no more).
 const HUGE_PAGE: usize = 2 << 20;
 
+/// Linux's `madvise` advice for huge pages (asm-generic values, as on
+/// x86_64 and arm64; `libc` has `MADV_COLLAPSE` for glibc targets only).
+#[cfg(not(loom))]
+const MADV_HUGEPAGE: i32 = 14;
+/// Moves memory already on 4 KiB pages onto huge pages (Linux 6.1 on).
+#[cfg(not(loom))]
+const MADV_COLLAPSE: i32 = 25;
+
 /// A table's slots: one zeroed allocation, two slots a tenant, two slots a
 /// cache line. Slot `s` is at index `s - 1` (slot 0 is the dependency's
 /// overflow partition), one add from the base. All zeros is a free slot,
@@ -1070,11 +1078,15 @@ impl Arena {
     /// A large arena is asked for huge pages before its first touch: a
     /// lookup lands on a random line of it, and with 4 KiB pages a table
     /// past the TLB's reach (a few MiB) pays a page walk on nearly every
-    /// call, under a hypervisor a two-level one (1M tenants: 101 → 93.5
-    /// ns a call). The first touch must be a write: a page first read is
-    /// mapped to the shared zero page, and the write after it splits that
-    /// into 4 KiB pages. So the zeros are written here, as
-    /// `alloc_zeroed` writes them for an alignment above 16 anyway.
+    /// call, under a hypervisor a two-level one (1M tenants, same-minute
+    /// runs: 101 → 93.5 and 116 → 100 ns a call). The first touch must be
+    /// a write: a page first read is mapped to the shared zero page, and
+    /// the write after it splits that into 4 KiB pages. So the zeros are
+    /// written here, as `alloc_zeroed` writes them for an alignment above
+    /// 16 anyway. Memory the allocator had used before (after a bank of
+    /// similar size was dropped, malloc serves up to 32 MiB from its heap)
+    /// is already on 4 KiB pages: the collapse after the zeros moves it
+    /// onto huge pages, and costs nothing where they are already.
     #[cfg(not(loom))]
     fn zeroed(layout: std::alloc::Layout) -> *mut u8 {
         // SAFETY: `layout` has a non-zero size.
@@ -1082,17 +1094,29 @@ impl Arena {
         if p.is_null() {
             return p;
         }
-        #[cfg(target_os = "linux")]
-        if layout.align() == HUGE_PAGE {
-            // SAFETY: `[p, p + size)` is the live allocation just made, and
-            // `p` is page-aligned; MADV_HUGEPAGE changes how it is backed,
-            // never its contents. A refusal (THP off, an old kernel) leaves
-            // 4 KiB pages, so its result is not needed.
-            let _ = unsafe { libc::madvise(p.cast(), layout.size(), libc::MADV_HUGEPAGE) };
+        let huge = cfg!(target_os = "linux") && layout.align() == HUGE_PAGE;
+        if huge {
+            Self::advise(p, layout.size(), MADV_HUGEPAGE);
         }
         // SAFETY: `p` is a live allocation of `layout.size()` bytes.
         unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+        if huge {
+            Self::advise(p, layout.size(), MADV_COLLAPSE);
+        }
         p
+    }
+
+    /// `madvise(p, len, advice)` for advice that changes how memory is
+    /// backed, never what it holds. A refusal (THP off, an old kernel)
+    /// leaves 4 KiB pages, so its result is not needed.
+    #[cfg(not(loom))]
+    fn advise(p: *mut u8, len: usize, advice: i32) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: `[p, p + len)` is a live allocation of ours and `p` is
+        // page-aligned (huge-page aligned); the advice keeps its contents.
+        let _ = unsafe { libc::madvise(p.cast(), len, advice) };
+        #[cfg(not(target_os = "linux"))]
+        let _ = (p, len, advice);
     }
 
     /// Room for `slots` partitions (none if that overflows), aligned to a
