@@ -10,6 +10,9 @@
 //!   as uniformly spread traffic reaches the tenants: consecutive calls
 //!   touch unrelated partitions and index buckets, and no prefetcher can
 //!   guess the next.
+//! - `listed`: the same calls in the same order, the ids read from a
+//!   buffer laid out before the timing instead of formatted into the ring
+//!   (see below).
 //! - `zipf`: 1M calls drawn from a Zipf law of exponent one over the
 //!   tenants, the popular ones scattered in the arena: traffic with a few
 //!   large tenants, whose partitions stay in cache.
@@ -23,7 +26,13 @@
 //! Tenant ids are 9 bytes (`t` + 8 letters), each written into a ring of
 //! buffers 16 calls before its use (`IdRing`: written right before the
 //! call, the id's write held every call back until the last had retired);
-//! the `id_floor` line is that loop alone. One more row repeats
+//! the `id_floor` line is that loop alone. Formatting an id costs ~40
+//! register-writing instructions a call, and at 1M tenants how many
+//! calls overlap their misses is bounded by the physical registers those
+//! instructions hold (`notes/bench-report.md`, session 11): so `listed`
+//! reads each call's id from one buffer made beforehand, in calling
+//! order, as a service has its requests' ids in memory already; the
+//! second `id_floor` figure is that loop alone. One more row repeats
 //! 100k tenants with 36-byte, UUID-shaped ids (kept as a fingerprint in
 //! the partition). The median pass is reported.
 //!
@@ -237,6 +246,43 @@ fn time_passes(order: &[u32], passes: usize, mut f: impl FnMut(u32)) -> f64 {
     median(&mut samples)
 }
 
+/// Bytes between consecutive ids in [`time_listed`]'s buffer.
+const fn id_stride(long_ids: bool) -> usize {
+    if long_ids {
+        48
+    } else {
+        16
+    }
+}
+
+/// ns per call of `f(id)` over `CALLS_PER_PASS` tenants taken from
+/// `order` (cycled), their ids laid out beforehand in one buffer in
+/// calling order, [`id_stride`] bytes apart, and read from it: ids a
+/// service has in memory already (its requests), nothing formatted on
+/// the timed path. The buffer is read front to back, which the hardware
+/// prefetcher streams. The median of `passes`.
+fn time_listed(order: &[u32], passes: usize, long_ids: bool, mut f: impl FnMut(&str)) -> f64 {
+    let stride = id_stride(long_ids);
+    let width = if long_ids { 36 } else { 9 };
+    let mut list = vec![0u8; CALLS_PER_PASS as usize * stride];
+    let (mut buf, mut long) = ([0u8; 9], [0u8; 36]);
+    for (c, at) in list.chunks_exact_mut(stride).enumerate() {
+        at[..width]
+            .copy_from_slice(id(order[c % order.len()], long_ids, &mut buf, &mut long).as_bytes());
+    }
+    let mut samples = Vec::with_capacity(passes);
+    for _ in 0..passes {
+        let t0 = Instant::now();
+        for at in list.chunks_exact(stride) {
+            // SAFETY: each chunk begins with an id copied from a `&str`
+            // above, `width` bytes long.
+            f(unsafe { std::str::from_utf8_unchecked(at.get_unchecked(..width)) });
+        }
+        samples.push(t0.elapsed().as_nanos() as f64 / CALLS_PER_PASS as f64);
+    }
+    median(&mut samples)
+}
+
 /// ns per call of `f(id)` over `CALLS_PER_PASS` tenants taken from
 /// `order` (cycled), each id written into an [`IdRing`] [`RING`] calls
 /// before its use; the median of `passes`.
@@ -308,12 +354,18 @@ fn main() {
     let floor = time_ids(&shuffled(1_000_000), passes, false, |id| {
         black_box(id);
     });
-    println!("id_floor: {floor:.1} ns per id (the loop and the id ring alone)");
+    let listed_floor = time_listed(&shuffled(1_000_000), passes, false, |id| {
+        black_box(id);
+    });
     println!(
-        "{:>9}  {:>8}  {:>10}  {:>8}  {:>10}  {:>8}  {:>8}  {:>10}  {:>12}  {:>15}  {:>8}  {:>8}",
+        "id_floor: {floor:.1} ns per id (the loop and the id ring alone), {listed_floor:.1} (the loop reading a list of ids)"
+    );
+    println!(
+        "{:>9}  {:>8}  {:>10}  {:>8}  {:>8}  {:>10}  {:>8}  {:>8}  {:>10}  {:>12}  {:>15}  {:>8}  {:>8}",
         "tenants",
         "id bytes",
         "scattered",
+        "listed",
         "zipf",
         "in order",
         "chase",
@@ -358,13 +410,15 @@ fn main() {
         // 140 ns in the next).
         let (chase, reads) = memory_floor(n, passes);
         let ns = time_ids(&shuffled(n), passes, long_ids, |id| call(&dep, id));
+        let listed = time_listed(&shuffled(n), passes, long_ids, |id| call(&dep, id));
         let in_order = time_ids(&every_third(n), passes, long_ids, |id| call(&dep, id));
         let skewed = time_ids(&zipf(n), passes, long_ids, |id| call(&dep, id));
         println!(
-            "{:>9}  {:>8}  {:>10.1}  {:>8.1}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}  {:>8}",
+            "{:>9}  {:>8}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.1}  {:>8.1}  {:>8.1}  {:>10.0}  {:>12.0}  {:>15.0}  {:>8.1}  {:>8}",
             n,
             if long_ids { 36 } else { 9 },
             ns,
+            listed,
             skewed,
             in_order,
             chase,
