@@ -592,12 +592,12 @@ impl Partition {
         w.phase() != Phase::Vacant && self.key_is(key)
     }
 
-    /// Marks the partition used at the table's tick, if it has a cold part (a write
-    /// only when the tick changed). A partition without one is idle or
-    /// was never refused, failed or tripped: eviction takes idle ones
-    /// first, whenever they were used, and ranks the others by this tick.
-    /// The table's tick is read only then: most partitions have no cold
-    /// part, and the read was one more load on every tenant call.
+    /// Marks the partition used at the table's tick, if it has a cold part
+    /// (a write only when the tick changed). A partition without one is
+    /// idle or was never refused, failed or tripped: eviction takes idle
+    /// ones first, whenever they were used, and ranks the others by this
+    /// tick. The tick is read only for a cold part: most partitions have
+    /// none, and reading it first was one more load on every tenant call.
     #[inline]
     pub(crate) fn touch(&self, table: &Table) {
         if let Some(c) = self.cell.side_if_any() {
@@ -1078,8 +1078,9 @@ impl Arena {
     /// A large arena is asked for huge pages before its first touch: a
     /// lookup lands on a random line of it, and with 4 KiB pages a table
     /// past the TLB's reach (a few MiB) pays a page walk on nearly every
-    /// call, under a hypervisor a two-level one (1M tenants, same-minute
-    /// runs: 101 → 93.5 and 116 → 100 ns a call). The first touch must be
+    /// call, under a hypervisor a two-level one (1M tenants, the scale
+    /// bench's ring loop: 0.86–0.96× the call in four same-minute A/Bs;
+    /// BENCHMARKS.md, "Session 11"). The first touch must be
     /// a write: a page first read is mapped to the shared zero page, and
     /// the write after it splits that into 4 KiB pages. So the zeros are
     /// written here, as `alloc_zeroed` writes them for an alignment above
@@ -2130,13 +2131,13 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn c9_a_large_arena_is_aligned_and_advised_to_huge_pages() {
         let large = Table::new(1 << 17, None); // 8 MiB of slots
-        let base = |t: &Table| t.arena.base.as_ptr() as usize;
-        assert_eq!(base(&large) % HUGE_PAGE, 0);
+        let base = large.arena.base.as_ptr() as usize;
+        assert_eq!(base % HUGE_PAGE, 0);
         assert!(large.get_or_insert("acme").is_some());
         if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
             // "hg": MADV_HUGEPAGE was taken (whether the kernel then finds
             // huge pages to give is up to its free memory).
-            let flags = vm_flags_at(base(&large)).expect("the arena is mapped");
+            let flags = vm_flags_at(base).expect("the arena is mapped");
             assert!(flags.split(' ').any(|f| f == "hg"), "{flags}");
         }
     }
