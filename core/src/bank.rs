@@ -455,24 +455,16 @@ impl Dependency {
             open_duration: config.open_duration,
             backoff: config.backoff.map(|b| (b.multiplier, b.max)),
         };
+        // The global or overflow partition's window: shared by every caller
+        // (an overflow one by every tenant that finds no room) and never
+        // recycled, so it keeps per-thread copies.
+        let zero_window = window.map(|w| Window::new(w, crate::partition::window_stripes()));
         let (zero, table) = match config.isolation {
-            Isolation::Global => {
-                // Every caller meets the same open breaker: refusals are
-                // counted in per-thread stripes.
-                let p = Partition::standalone(
-                    Stats::striped(),
-                    window.map(|w| Window::new(w, crate::partition::window_stripes())),
-                );
-                (p, None)
-            }
-            // The overflow partition is shared by every tenant that finds
-            // no room, as a global one is by every caller, and never
-            // recycled: per-thread copies, as a global one has.
+            // Every caller meets the same open breaker: refusals are
+            // counted in per-thread stripes.
+            Isolation::Global => (Partition::standalone(Stats::striped(), zero_window), None),
             Isolation::Tenant => (
-                Partition::standalone(
-                    Stats::default(),
-                    window.map(|w| Window::new(w, crate::partition::window_stripes())),
-                ),
+                Partition::standalone(Stats::default(), zero_window),
                 Some(Table::new(config.max_tenants, window)),
             ),
         };
@@ -827,13 +819,14 @@ impl Dependency {
             // closed word, with the same ownership check as the CAS loop.
             let w = part.cell.load();
             if let Some(raw) = self.admit_closed(target.slot, w) {
-                if owner.is_none() || part.owned_by(w, owner) {
+                if part.owned_by(w, owner) {
                     return Answer::admitted(raw);
                 }
             }
-            let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
-                owner.is_none() || part.owned_by(w, owner)
-            }) else {
+            let Some((adm, t, at)) = part
+                .cell
+                .admit(&inner.policy, &*inner.clock, |w| part.owned_by(w, owner))
+            else {
                 // The slot was recycled under us: resolve the tenant again.
                 target = self.retarget(tenant, &mut lost);
                 continue;
@@ -1155,10 +1148,7 @@ impl Dependency {
             _ => machine::reset,
         };
         let apply = |slot: u32, part: &Partition, owner: Owner| {
-            if let Some(t) = part
-                .cell
-                .operate(action, |w| owner.is_none() || part.owned_by(w, owner))
-            {
+            if let Some(t) = part.cell.operate(action, |w| part.owned_by(w, owner)) {
                 self.on_transition(slot, part, &t, kind);
             }
         };

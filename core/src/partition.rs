@@ -480,10 +480,7 @@ impl Cold {
 
     /// The window, installing `make()` if there is none.
     fn window_or_install(&self, make: impl FnOnce() -> Window) -> &Window {
-        match self.window() {
-            Some(w) => w,
-            None => self.window.get_or_install(make()),
-        }
+        self.window.get_or_install_with(make)
     }
 }
 
@@ -573,15 +570,17 @@ impl Partition {
         self.cell.side_if_any()?.window()
     }
 
-    /// Whether the slot belongs to `owner` in word `w`: without a load
-    /// while `w` is of the generation it was seen theirs in (a slot
-    /// changes hands only through vacant words, which move the generation
-    /// on), else by its key words.
+    /// Whether the slot belongs to `owner` in word `w`: always for
+    /// [`NO_OWNER`]; for a tenant, without a load while `w` is of the
+    /// generation it was seen theirs in (a slot changes hands only through
+    /// vacant words, which move the generation on), else by its key words.
     #[inline]
     pub(crate) fn owned_by(&self, w: Word, owner: Owner) -> bool {
         // Acquire (in `key_is`): the key is written before the word that
         // hands the slot over; having seen that word we see its key.
-        w.phase() != Phase::Vacant && (w.generation() == owner.generation || self.key_is(owner.key))
+        owner.is_none()
+            || w.phase() != Phase::Vacant
+                && (w.generation() == owner.generation || self.key_is(owner.key))
     }
 
     /// Whether the slot is `key`'s in word `w`, by its key words: an
@@ -622,7 +621,7 @@ impl Partition {
     fn set_owner(&self, owner: Key, tick: u64, window: Option<Duration>) {
         let cold = match (self.cell.side_if_any(), window) {
             (Some(c), _) => Some(c),
-            (None, Some(_)) => Some(self.cell.install_side(Cold::default())),
+            (None, Some(_)) => Some(self.cell.side()),
             (None, None) => None,
         };
         if let Some(c) = cold {
@@ -686,6 +685,21 @@ pub(crate) struct Resolved<'a> {
     pub(crate) slot: u32,
     pub(crate) part: &'a Partition,
     pub(crate) owner: Owner,
+}
+
+impl<'a> Resolved<'a> {
+    /// The partition at `slot`, seen to be `key`'s in word `w`.
+    #[inline(always)]
+    fn seen(slot: u32, part: &'a Partition, key: Key, w: Word) -> Self {
+        Self {
+            slot,
+            part,
+            owner: Owner {
+                key,
+                generation: w.generation(),
+            },
+        }
+    }
 }
 
 /// Seeded per table, so tenant ids chosen by callers cannot be aimed at one
@@ -1422,17 +1436,8 @@ impl Table {
         // the word that hands the slot over, and taking a slot moves the
         // generation on: an occupied `w`, our key, then the same
         // generation again means the key is `w`'s owner's.
-        (part.keyed(w, key) && part.cell.load().generation() == w.generation()).then_some((
-            Resolved {
-                slot,
-                part,
-                owner: Owner {
-                    key,
-                    generation: w.generation(),
-                },
-            },
-            w,
-        ))
+        (part.keyed(w, key) && part.cell.load().generation() == w.generation())
+            .then_some((Resolved::seen(slot, part, key, w), w))
     }
 
     /// The index's answer (tenants away from home), confirmed by the
@@ -1468,14 +1473,7 @@ impl Table {
             return None;
         }
         self.remember(hash, key, slot);
-        Some(Resolved {
-            slot,
-            part,
-            owner: Owner {
-                key,
-                generation: w.generation(),
-            },
-        })
+        Some(Resolved::seen(slot, part, key, w))
     }
 
     /// Points the index at a tenant's slot, if the fast lookup could not
@@ -1518,14 +1516,7 @@ impl Table {
             part.cell.store(fresh);
             if self.publish(Entry::new(hash, tenant, short, slot), key) {
                 self.remember(hash, key, slot);
-                return Some(Resolved {
-                    slot,
-                    part,
-                    owner: Owner {
-                        key,
-                        generation: fresh.generation(),
-                    },
-                });
+                return Some(Resolved::seen(slot, part, key, fresh));
             }
             // Lost the race to another inserter of the same tenant. A
             // lookup may have found this slot at home since the word above

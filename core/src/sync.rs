@@ -204,17 +204,25 @@ impl<T> Installed<T> {
         // Acquire: pairs with the AcqRel CAS that installed it.
         let p = self.0.load(Ordering::Acquire);
         // SAFETY: non-null means a pointer from `Box::into_raw` of a live,
-        // initialised value (`with` or `get_or_install`), never replaced
+        // initialised value (`with` or `install`), never replaced
         // and freed only in Drop, which needs `&mut self`.
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// The installed value, installing `value` if there is none (a racing
+    /// The installed value, installing `make()` if there is none (a racing
     /// installer's value wins over ours, which is dropped).
-    pub(crate) fn get_or_install(&self, value: T) -> &T {
-        if let Some(v) = self.get() {
-            return v;
+    #[inline]
+    pub(crate) fn get_or_install_with(&self, make: impl FnOnce() -> T) -> &T {
+        match self.get() {
+            Some(v) => v,
+            None => self.install(make()),
         }
+    }
+
+    /// Installs `value` unless a value is installed; returns the one that
+    /// stays.
+    #[cold]
+    fn install(&self, value: T) -> &T {
         let fresh = Box::into_raw(Box::new(value));
         // AcqRel: publish the initialised value / see the winner's.
         match self.0.compare_exchange(

@@ -136,17 +136,7 @@ impl<S: Side> Cell<S> {
     /// The side part, made with `S::default()` if there is none yet.
     #[inline]
     pub fn side(&self) -> &S {
-        match self.side_if_any() {
-            Some(s) => s,
-            None => self.install_side(S::default()),
-        }
-    }
-
-    /// Installs `side` unless a side part exists; returns the one that
-    /// stays.
-    #[cold]
-    pub fn install_side(&self, side: S) -> &S {
-        self.side.get_or_install(side)
+        self.side.get_or_install_with(S::default)
     }
 
     /// The current word.
