@@ -5,7 +5,7 @@
 #   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3, and the
 #                    ignored ones (much longer; run by hand before touching
 #                    state/ or partition.rs)
-#   make loom-index  only the tenant-index model (about 5 min; ignored by
+#   make loom-index  only the tenant-index model (about 1 min; ignored by
 #                    `make loom`, see loom-tests/tests/loom_models/c9.rs)
 #
 # Both cfgs are needed: `--cfg loom` switches core/src/sync.rs to loom, and

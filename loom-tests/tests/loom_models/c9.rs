@@ -272,17 +272,20 @@ fn c9_eviction_racing_admission_never_evicts_open() {
 /// consecutive_failures 1. Setup: tenant `a` holds one of the two slots
 /// (one home line: both are every tenant's homes), closed and idle. Then,
 /// concurrently: new tenant `b` admits (it evicts `a` and takes the free
-/// slot beside it or `a`'s, or is served by the overflow partition) while
-/// `a` admits through its homes, now possibly stale. A slot counts only
-/// once it confirms the id and the generation, so `a` must never be
-/// admitted into `b`'s partition: its permit never carries the slot and
-/// generation of `b`'s, and its failure, recorded after the join, never
-/// trips `b`. (Before the homes, `a` was found through an index hint;
-/// the confirmation is the same code, `Table::confirm`.)
+/// slot beside it, as a newcomer takes a free home before the victim's
+/// slot, or is served by the overflow partition) while `a` admits through
+/// its homes, now possibly stale, and may take its old slot again. A slot
+/// counts only once it confirms the id and the generation, so `a` must
+/// never be admitted into `b`'s partition: its permit never carries the
+/// slot and generation of `b`'s, and its failure, recorded after the
+/// join, never trips `b`. (Before the homes, `a` was found through an
+/// index hint; the confirmation is the same code, `Table::confirm`.)
 ///
-/// 1 556 854 executions at bound 1 (about four and a half minutes on the
-/// 2-core machine; 340 815, about a minute, through the index alone
-/// before the homes): kept out
+/// 493 082 executions at bound 1 (66 s on the 2-core machine; 1 556 854,
+/// four and a half minutes, before 739f12c scaled the homes to the slot
+/// count, which changed the slots the two tenants take and the order
+/// their lookups try them in; 340 815 through the index alone before the
+/// homes): kept out
 /// of `make test`'s time budget, so `make loom-index` (and
 /// `make loom-deep`) run it; `core/tests/tenant_stress.rs` races the same
 /// thing on real threads in every `make test`.
@@ -293,7 +296,7 @@ fn c9_eviction_racing_admission_never_evicts_open() {
 /// model; without it such a race could decide one admission on the
 /// previous owner's word: a permit that records as late, or a refusal).
 #[test]
-#[ignore = "about five minutes: make loom-index"]
+#[ignore = "about a minute: make loom-index"]
 fn c9_index_hint_racing_recycle_never_admits_the_wrong_tenant() {
     let profile = profile(Scope::Tenant { max_tenants: 1 }, 1, 1, 1);
     explore_bounded(
