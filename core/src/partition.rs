@@ -1032,6 +1032,9 @@ struct Shard {
     map: ShardMap,
 }
 
+/// A cache line: two slots, one home.
+const LINE: usize = 64;
+
 /// The huge page size [`Arena::zeroed`] asks for (x86_64's and arm64's
 /// usual 2 MiB; elsewhere an alignment, no more).
 const HUGE_PAGE: usize = 2 << 20;
@@ -1135,12 +1138,14 @@ impl Arena {
     }
 
     /// Room for `slots` partitions (none if that overflows), aligned to a
-    /// huge page when it spans two.
+    /// cache line, so a home's two slots share one, and to a huge page
+    /// when it spans two. (A partition's own alignment is 32: malloc
+    /// placed small arenas at 32 past a line, splitting every home.)
     fn layout(slots: usize) -> std::alloc::Layout {
         std::alloc::Layout::array::<Partition>(slots)
             .and_then(|l| match l.size() >= 2 * HUGE_PAGE {
                 true => l.align_to(HUGE_PAGE),
-                false => Ok(l),
+                false => l.align_to(LINE),
             })
             .unwrap_or_else(|_| std::alloc::Layout::new::<()>())
     }
@@ -2145,6 +2150,21 @@ mod tests {
             // huge pages to give is up to its free memory).
             let flags = vm_flags_at(base).expect("the arena is mapped");
             assert!(flags.split(' ').any(|f| f == "hg"), "{flags}");
+        }
+    }
+
+    /// A home is a cache line: both its slots are read by one miss.
+    #[test]
+    fn c9_every_home_line_is_one_cache_line() {
+        // Sizes from one line to past the huge-page threshold, several
+        // tables each (the allocator's placement varies with its state).
+        let tables: Vec<Table> = [1, 2, 3, 17, 1000, 5000, 40_000, 1 << 17]
+            .into_iter()
+            .flat_map(|n| (0..4).map(move |_| Table::new(n, None)))
+            .collect();
+        for t in &tables {
+            let base = t.arena.base.as_ptr() as usize;
+            assert_eq!(base % 64, 0, "{} slots at {base:#x}", t.arena.slots);
         }
     }
 
