@@ -1139,8 +1139,9 @@ impl Arena {
 
     /// Room for `slots` partitions (none if that overflows), aligned to a
     /// cache line, so a home's two slots share one, and to a huge page
-    /// when it spans two. (A partition's own alignment is 32: malloc
-    /// placed small arenas at 32 past a line, splitting every home.)
+    /// when it spans two. (A partition's own alignment is 32, and malloc
+    /// can place a small arena 32 bytes past a line, splitting each of
+    /// its homes in two.)
     fn layout(slots: usize) -> std::alloc::Layout {
         std::alloc::Layout::array::<Partition>(slots)
             .and_then(|l| match l.size() >= 2 * HUGE_PAGE {
