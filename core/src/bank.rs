@@ -654,7 +654,7 @@ impl Dependency {
                 return Ok(self.admitted(closed_permit(0, w), Some(p)));
             }
             if w.phase() == Phase::Open {
-                return self.decode(self.answer_open(p, w), None);
+                return self.decode(self.answer_open(p, w));
             }
         }
         if let (Some(t), Some(name), None) = (&self.inner.table, tenant, deadline) {
@@ -662,7 +662,7 @@ impl Dependency {
                 return d;
             }
         }
-        self.decode(self.admit_slow(tenant, deadline), None)
+        self.decode(self.admit_slow(tenant, deadline))
     }
 
     /// A tenant the index knows, decided on the word that confirmed the
@@ -681,7 +681,7 @@ impl Dependency {
             return Some(Ok(self.admitted(raw, Some(r.part))));
         }
         match w.phase() {
-            Phase::Open => Some(self.decode(self.refuse_known(t, r.slot, r.part, w)?, None)),
+            Phase::Open => Some(self.decode(self.refuse_known(t, r.slot, r.part, w)?)),
             _ => None,
         }
     }
@@ -718,15 +718,12 @@ impl Dependency {
         }
     }
 
-    /// Rebuilds the public answer in the caller, from registers.
+    /// Rebuilds an out-of-line path's answer in the caller, from
+    /// registers. Its permit finds its partition by slot when recorded.
     #[inline(always)]
-    fn decode<'a>(
-        &'a self,
-        a: Answer,
-        part: Option<&'a Partition>,
-    ) -> Result<Decision<'a>, AdmitError> {
+    fn decode(&self, a: Answer) -> Result<Decision<'_>, AdmitError> {
         match a.kind() {
-            AnswerKind::Admitted => Ok(self.admitted(a.raw(), part)),
+            AnswerKind::Admitted => Ok(self.admitted(a.raw(), None)),
             AnswerKind::Rejected(reason) => Ok(Decision::Rejected(Rejection {
                 reason,
                 fallback: &self.inner.config.fallback,
