@@ -2165,7 +2165,7 @@ mod tests {
             .collect();
         for t in &tables {
             let base = t.arena.base.as_ptr() as usize;
-            assert_eq!(base % 64, 0, "{} slots at {base:#x}", t.arena.slots);
+            assert_eq!(base % LINE, 0, "{} slots at {base:#x}", t.arena.slots);
         }
     }
 
