@@ -292,7 +292,7 @@ typedef struct bb_permit {
   /**
    * The breaker generation at admission (C13: older ones are late records).
    */
-  uint32_t generation;
+  uint64_t generation;
   /**
    * Whether this call holds a half-open probe slot (C7).
    */

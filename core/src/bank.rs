@@ -92,7 +92,7 @@ pub struct RawPermit {
     /// The partition's slot in its dependency (0: global or overflow).
     pub slot: u32,
     /// The generation the permit belongs to (C13).
-    pub generation: u32,
+    pub generation: u64,
     /// Whether it holds a probe slot (C7).
     pub probe: bool,
     /// Admission time on the bank's clock, for `slow_call`.
@@ -107,9 +107,10 @@ const NOT_TIMED: u64 = u64::MAX;
 /// the caller's copy of it, read wider than it was written, stalled on
 /// store forwarding: most of a closed admit + record's cost.)
 ///
-/// `head`: slot in bits 0..32, kind in bits 32..35, probe in bit 35, and
-/// the generation where the word keeps it (bits 39..64), so moving it
-/// between the two is a mask. `tail`: the permit's `started_ns`, or the
+/// `head`: slot in bits 0..21, kind in bits 21..24, probe in bit 24, and
+/// the generation where the word keeps it (bits 25..64), so moving it
+/// between the two is a mask. Slots fit in 21 bits: a table has two a
+/// tenant and at most `MAX_MAX_TENANTS` (10^6) tenants. `tail`: the permit's `started_ns`, or the
 /// refusal's retry-after in nanoseconds (`u64::MAX`: none).
 #[derive(Clone, Copy)]
 struct Answer {
@@ -153,10 +154,11 @@ impl Answer {
     const FORCED_OPEN: u64 = 3;
     const DEADLINE: u64 = 4;
     const TENANT: u64 = 5;
-    const KIND_SHIFT: u32 = 32;
+    const SLOT: u64 = (1 << 21) - 1;
+    const KIND_SHIFT: u32 = 21;
     const KIND: u64 = 0b111;
-    const PROBE: u64 = 1 << 35;
-    const GEN_SHIFT: u32 = 39;
+    const PROBE: u64 = 1 << 24;
+    const GEN_SHIFT: u32 = 25;
     const NONE: u64 = u64::MAX;
 
     const TENANT_REQUIRED: Answer = Answer {
@@ -169,8 +171,8 @@ impl Answer {
         Answer {
             head: Self::ADMITTED << Self::KIND_SHIFT
                 | if raw.probe { Self::PROBE } else { 0 }
-                | (u64::from(raw.generation & GEN_MASK) << Self::GEN_SHIFT)
-                | u64::from(raw.slot),
+                | ((raw.generation & GEN_MASK) << Self::GEN_SHIFT)
+                | (u64::from(raw.slot) & Self::SLOT),
             tail: raw.started_ns,
         }
     }
@@ -217,8 +219,8 @@ impl Answer {
     #[inline(always)]
     fn raw(self) -> RawPermit {
         RawPermit {
-            slot: self.head as u32,
-            generation: (self.head >> Self::GEN_SHIFT) as u32,
+            slot: (self.head & Self::SLOT) as u32,
+            generation: self.head >> Self::GEN_SHIFT,
             probe: self.head & Self::PROBE != 0,
             started_ns: self.tail,
         }
@@ -257,7 +259,7 @@ impl Permit<'_> {
     }
 
     /// The generation this permit belongs to.
-    pub fn generation(&self) -> u32 {
+    pub fn generation(&self) -> u64 {
         self.raw.generation
     }
 
@@ -909,7 +911,7 @@ impl Dependency {
     fn record_cold(
         &self,
         slot: u32,
-        generation: u32,
+        generation: u64,
         probe: bool,
         started_ns: u64,
         outcome: Outcome,
@@ -1610,7 +1612,8 @@ mod tests {
     fn c13_answer_round_trips_every_permit_field() {
         for (slot, generation, probe, started_ns) in [
             (0, 0, false, NOT_TIMED),
-            (u32::MAX, GEN_MASK, true, 0),
+            ((1 << 21) - 1, GEN_MASK, true, 0),
+            (2_000_000, 1 << 30, false, 5),
             (7, 12345, true, 99),
         ] {
             let raw = RawPermit {

@@ -497,7 +497,7 @@ const NO_KEY: Key = [0, 0];
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Owner {
     key: Key,
-    generation: u32,
+    generation: u64,
 }
 
 /// The owner of the global and overflow partitions: every word is theirs.

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// Default bound on tenant partitions per tenant-scoped dependency (C9).
 pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
 /// Largest `max_tenants` accepted.
-pub const MAX_MAX_TENANTS: u32 = 1 << 24;
+pub const MAX_MAX_TENANTS: u32 = 1_000_000;
 /// Largest `min_calls` the rolling window can count.
 pub const MAX_MIN_CALLS: u32 = (1 << 20) - 1;
 

@@ -759,7 +759,7 @@ fn c14_failures_counted_exactly_by_more_threads_than_stripes() {
             "dependencies:
   flaky_client:
     isolation: global
-    trip: {consecutive_failures: 1000000}
+    trip: {failure_rate: 1.0, min_calls: 1000000, window: 1h}
     open_duration: 30s
     half_open: {probe_budget: 1, success_threshold: 1}
     fallback: {kind: error, code: FLAKY}

@@ -196,8 +196,8 @@ fn zero_budgets_and_thresholds_are_rejected() {
     );
     rejects(
         "probe_budget: 2",
-        "probe_budget: 5000",
-        &["payments_client", "half_open.probe_budget", "1023"],
+        "probe_budget: 128",
+        &["payments_client", "half_open.probe_budget", "127"],
     );
 }
 

@@ -180,7 +180,7 @@ pub struct bb_permit {
     /// The partition's slot in the dependency (core detail).
     pub slot: u32,
     /// The breaker generation at admission (C13: older ones are late records).
-    pub generation: u32,
+    pub generation: u64,
     /// Whether this call holds a half-open probe slot (C7).
     pub probe: bool,
 }

@@ -31,7 +31,7 @@ def half_open_bank(clock: bb.ManualClock) -> bb.Bank:
             dep_yaml(
                 "payments_client",
                 trip="{consecutive_failures: 1}",
-                half_open=f"{{probe_budget: {BUDGET}, success_threshold: 1000000}}",
+                half_open=f"{{probe_budget: {BUDGET}, success_threshold: 1000}}",
             )
         ),
         clock=clock,

@@ -1,36 +1,50 @@
 //! The atomic cell: the packed word, and a pointer to a side part made on
-//! first need that holds, among what its owner keeps there, the
-//! generation-tagged open-until.
+//! first need that holds, among what its owner keeps there, the open-until
+//! of the current trip.
 //!
 //! Ordering argument. The word is loaded with `Acquire` and replaced with
 //! an `AcqRel` compare-and-swap: a thread that sees a word also sees what
 //! the writer did before installing it (the slot owner and key written by
 //! eviction, see `partition.rs`). The open-until time cannot fit in the
-//! word, so the thread whose CAS tripped the breaker publishes it after the
-//! CAS in a side word tagged with the generation it belongs to. A reader
-//! that sees `Open(g)` but a side word tagged with another generation
-//! treats the period as not yet published and stays open: a late or
-//! missing publication can only keep a breaker open a moment longer,
-//! never let a probe through early. Publication only moves the tag
-//! forward (a stale publisher of an older generation backs off), so a
-//! newer episode's time is never overwritten by an older one.
+//! word, so a thread about to trip the breaker writes it first, into a
+//! side word tagged with the generation the trip installs, and only then
+//! tries its CAS on the word (the CAS loop does it for every trip it
+//! installs). A reader that sees `Open(g)` therefore also sees the
+//! open-until of `g`: no window in which an open word has no period, and
+//! no stale period standing in for a missing one, however many
+//! generations the partition has seen (C6, C12). The side word is written
+//! only by a thread that has just seen the word it is about to replace,
+//! by a CAS from the side value it read before that: a thread whose trip
+//! has already lost (the word moved on) cannot overwrite a newer period.
+//! Two threads making the same trip from the same word keep the later of
+//! their two readings.
 //!
 //! The side part is made by the first thread that needs it (a trip's
 //! publisher, a counter's first bump) and installed by one compare-and-swap
 //! from null; it lives until the cell is dropped. Keeping it out of the
 //! cell leaves a tenant slot room for its owner's key beside the word
 //! (`partition.rs`): a lookup confirms the tenant and reads the word on
-//! one line. A reader that finds no side part sees no open-until, which
-//! is the unpublished case above: the breaker stays open.
+//! one line. A reader that finds no side part, or a tag that is not its
+//! word's, sees no open-until and stays open (defensive: with the order
+//! above it does not happen).
 
 use super::machine::{self, Admission, Env, Policy, Recorded, Transition, Verdict};
-use super::word::{Word, GEN_MASK};
+use super::word::{Phase, Word};
 use crate::clock::{Clock, Instant};
 use crate::sync::{spin_hint, AtomicU64, AtomicWord, Installed, Ordering};
 
-const TAG_SHIFT: u32 = 39;
+/// The side word: the generation's low 19 bits over the open-until in
+/// milliseconds (45 bits: 1,115 years, past the 584 of a nanosecond
+/// `Instant`, so no clock value is out of range).
+const TAG_SHIFT: u32 = 45;
 const MS_MASK: u64 = (1 << TAG_SHIFT) - 1;
 const NS_PER_MS: u64 = 1_000_000;
+
+/// The tag of generation `g` in the side word.
+#[inline(always)]
+const fn tag_of(generation: u64) -> u64 {
+    generation & ((1 << (64 - TAG_SHIFT)) - 1)
+}
 
 /// What an update closure decides for one observed word.
 #[derive(Debug)]
@@ -41,17 +55,10 @@ pub enum Step<R> {
     Keep(R),
 }
 
-/// The open-until side word: `(generation << 39) | open-until in ms`,
-/// rounded up.
-#[derive(Debug)]
+/// The open-until side word: `(generation tag << 45) | open-until in ms`,
+/// rounded up so the period never ends early.
+#[derive(Debug, Default)]
 pub struct Until(AtomicU64);
-
-impl Default for Until {
-    fn default() -> Self {
-        // Tag of a generation no fresh word has: nothing published yet.
-        Self(AtomicU64::new(u64::from(GEN_MASK) << TAG_SHIFT))
-    }
-}
 
 /// What a cell keeps beside its word, made on first need: at least the
 /// open-until; the owner of the cell may keep more there. `Send + Sync`:
@@ -105,7 +112,7 @@ impl<S: Side> Env for CellEnv<'_, S> {
             (None, None) => *self.coarse.get_or_insert_with(|| self.clock.now_coarse()),
         }
     }
-    fn open_until(&self, generation: u32) -> Option<Instant> {
+    fn open_until(&self, generation: u64) -> Option<Instant> {
         self.cell.open_until(generation)
     }
 }
@@ -155,14 +162,25 @@ impl<S: Side> Cell<S> {
     }
 
     /// The one compare-and-swap loop: `f` sees each observed word and
-    /// decides; it may run several times under contention.
+    /// decides; it may run several times under contention. `until` gives
+    /// the open-until of a trip (`f`'s word is `Open` and `cur` was not):
+    /// it is written beside the word before the CAS (see the module docs).
     #[inline]
-    pub fn update<R>(&self, mut f: impl FnMut(Word) -> Step<R>) -> R {
+    fn update_with<R>(
+        &self,
+        mut f: impl FnMut(Word) -> Step<R>,
+        until: impl Fn(&R) -> Option<Instant>,
+    ) -> R {
         let mut cur = self.load();
         loop {
             match f(cur) {
                 Step::Keep(r) => return r,
                 Step::Install(next, r) => {
+                    if next.phase() == Phase::Open && cur.phase() != Phase::Open {
+                        if let Some(at) = until(&r) {
+                            self.prepublish(cur, next.generation(), at);
+                        }
+                    }
                     // AcqRel: publish our transition and see the one we replace.
                     match self.word.compare_exchange_weak(
                         cur,
@@ -181,29 +199,45 @@ impl<S: Side> Cell<S> {
         }
     }
 
-    /// End of the open period of `generation`, if published.
+    /// The plain CAS loop, for updates that never trip.
     #[inline]
-    pub fn open_until(&self, generation: u32) -> Option<Instant> {
-        // Acquire: pairs with the publisher's Release; the tag says whose it is.
+    pub fn update<R>(&self, f: impl FnMut(Word) -> Step<R>) -> R {
+        self.update_with(f, |_| None)
+    }
+
+    /// End of the open period of `generation`, if its side word is there.
+    #[inline]
+    pub fn open_until(&self, generation: u64) -> Option<Instant> {
+        // Acquire: pairs with the writer's Release, made before the word
+        // CAS this reader's `Open(generation)` came from.
         let v = self.side_if_any()?.until().0.load(Ordering::Acquire);
-        ((v >> TAG_SHIFT) as u32 == generation & GEN_MASK)
+        (v >> TAG_SHIFT == tag_of(generation))
             .then(|| Instant::from_nanos((v & MS_MASK).saturating_mul(NS_PER_MS)))
     }
 
-    /// Publishes the open-until of a trip this thread's CAS made.
-    pub fn publish_open_until(&self, generation: u32, until: Instant) {
+    /// Writes the open-until of the trip from `expected` to `Open(generation)`
+    /// before that trip's CAS; gives up once the word is no longer
+    /// `expected` (the trip's CAS would fail: someone else's change won).
+    fn prepublish(&self, expected: Word, generation: u64, until: Instant) {
         let ms = until.as_nanos().div_ceil(NS_PER_MS).min(MS_MASK);
-        let new = (u64::from(generation & GEN_MASK) << TAG_SHIFT) | ms;
-        let until = &self.side().until().0;
-        let mut cur = until.load(Ordering::Acquire);
+        let tag = tag_of(generation);
+        let new = (tag << TAG_SHIFT) | ms;
+        let side = &self.side().until().0;
+        // Acquire: see what a rival of the same trip wrote.
+        let mut cur = side.load(Ordering::Acquire);
         loop {
-            let tag = (cur >> TAG_SHIFT) as u32;
-            let ahead = tag.wrapping_sub(generation) & GEN_MASK;
-            if ahead != 0 && ahead < (GEN_MASK >> 1) {
-                return; // a newer episode already published its own time
+            // Loaded after the side word: a newer trip writes the side word
+            // before its word CAS, so if the word is still `expected` here,
+            // `cur` is no newer trip's period, and a newer one written
+            // after this load makes the CAS below fail.
+            if self.load() != expected {
+                return;
             }
-            // Release: readers that match the tag see a complete value.
-            match until.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Acquire) {
+            if cur >> TAG_SHIFT == tag && cur & MS_MASK >= ms {
+                return; // a rival making the same trip wrote a later end
+            }
+            // Release: a reader that sees the trip's word sees this value.
+            match side.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return,
                 Err(seen) => cur = seen,
             }
@@ -247,7 +281,7 @@ impl<S: Side> Cell<S> {
         &self,
         policy: &Policy,
         clock: &dyn Clock,
-        generation: u32,
+        generation: u64,
         probe: bool,
         verdict: Verdict,
         trip: bool,
@@ -258,16 +292,16 @@ impl<S: Side> Cell<S> {
             now: None,
             coarse: None,
         };
-        let r = self.update(|w| {
-            match machine::record(w, policy, generation, probe, verdict, trip, &mut env) {
+        self.update_with(
+            |w| match machine::record(w, policy, generation, probe, verdict, trip, &mut env) {
                 (None, r) => Step::Keep(r),
                 (Some(next), r) => Step::Install(next, r),
-            }
-        });
-        if let Recorded::Transition(t) = r {
-            self.publish(&t);
-        }
-        r
+            },
+            |r| match r {
+                Recorded::Transition(t) => t.open_until,
+                _ => None,
+            },
+        )
     }
 
     /// Applies an operator action (`machine::reset` or `machine::force_open`)
@@ -288,13 +322,6 @@ impl<S: Side> Cell<S> {
         })
     }
 
-    /// Publishes what a transition needs beside the word.
-    pub fn publish(&self, t: &Transition) {
-        if let Some(until) = t.open_until {
-            self.publish_open_until(t.generation, until);
-        }
-    }
-
     /// CAS from an observed word to another, once: for eviction, and for
     /// fast paths that fall back to [`Cell::update`] when it fails.
     pub fn try_replace(&self, current: Word, new: Word) -> bool {
@@ -312,18 +339,114 @@ mod tests {
     use crate::state::word::Phase;
     use std::time::Duration;
 
+    fn trip_on_first_failure() -> Policy {
+        Policy {
+            consecutive_failures: Some(1),
+            probe_budget: 1,
+            success_threshold: 1,
+            open_duration: Duration::from_secs(30),
+            backoff: None,
+        }
+    }
+
+    /// A closed cell at generation `g`, tripped by one failure at `clock`'s
+    /// time: the open word.
+    fn tripped_at(c: &Cell, g: u64, clock: &ManualClock) -> Word {
+        let r = c.record(
+            &trip_on_first_failure(),
+            clock,
+            g,
+            false,
+            Verdict::Failure,
+            false,
+        );
+        assert!(matches!(r, Recorded::Transition(_)), "{r:?}");
+        let w = c.load();
+        assert_eq!(w.phase(), Phase::Open);
+        w
+    }
+
+    fn closed_at(g: u64) -> Word {
+        Word::from_bits(g << 25)
+    }
+
     #[test]
-    fn c12_open_until_is_tagged_by_generation() {
+    fn c12_a_trip_after_millions_of_generations_still_has_its_period() {
+        // Generations 2^24 and 2^25 on: the side word of a slot that has
+        // seen that many transitions or hand-overs.
+        for g in [(1u64 << 24) + 1, (1 << 25) + 7, (1 << 38) + 3] {
+            let clock = ManualClock::new();
+            let c: Cell = Cell::new(closed_at(g));
+            assert_eq!(c.load().generation(), g);
+            let w = tripped_at(&c, g, &clock);
+            assert_eq!(
+                c.open_until(w.generation()),
+                Some(Instant::from_nanos(30_000_000_000)),
+                "generation {g}"
+            );
+            let (a, _, _) = c
+                .admit(&trip_on_first_failure(), &clock, |_| true)
+                .expect("valid");
+            assert_eq!(
+                a,
+                Admission::Refuse {
+                    refusal: machine::Refusal::Open,
+                    retry_after: Some(Duration::from_secs(30))
+                },
+                "generation {g}"
+            );
+        }
+    }
+
+    #[test]
+    fn c12_an_open_period_lasts_its_duration_on_a_clock_decades_old() {
+        for years in [17u64, 20, 100, 500] {
+            let clock = ManualClock::new();
+            clock.advance(Duration::from_secs(years * 365 * 86_400));
+            let c: Cell = Cell::default();
+            tripped_at(&c, 0, &clock);
+            let (a, _, _) = c
+                .admit(&trip_on_first_failure(), &clock, |_| true)
+                .expect("valid");
+            assert_eq!(
+                a,
+                Admission::Refuse {
+                    refusal: machine::Refusal::Open,
+                    retry_after: Some(Duration::from_secs(30))
+                },
+                "{years} years"
+            );
+            clock.advance(Duration::from_secs(30));
+            let (a, _, _) = c
+                .admit(&trip_on_first_failure(), &clock, |_| true)
+                .expect("valid");
+            assert!(matches!(a, Admission::Admit { probe: true, .. }), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn c12_a_trip_that_lost_its_race_writes_no_period() {
+        let clock = ManualClock::new();
         let c: Cell = Cell::default();
-        assert_eq!(c.open_until(0), None);
-        c.publish_open_until(5, Instant::from_nanos(1_500_001));
-        assert_eq!(c.open_until(5), Some(Instant::from_nanos(2_000_000)));
-        assert_eq!(c.open_until(4), None);
-        // A stale publisher of an older generation does not overwrite.
-        c.publish_open_until(3, Instant::from_nanos(9_000_000));
-        assert_eq!(c.open_until(5), Some(Instant::from_nanos(2_000_000)));
-        c.publish_open_until(6, Instant::from_nanos(9_000_000));
-        assert_eq!(c.open_until(6), Some(Instant::from_nanos(9_000_000)));
+        let before = c.load();
+        let open = tripped_at(&c, 0, &clock);
+        // A rival that saw the closed word, late: the word moved on, so it
+        // leaves the published period alone.
+        clock.advance(Duration::from_secs(10));
+        c.prepublish(before, open.generation(), Instant::from_nanos(1));
+        assert_eq!(
+            c.open_until(open.generation()),
+            Some(Instant::from_nanos(30_000_000_000))
+        );
+        // Rivals of the same trip keep the later end.
+        let d: Cell = Cell::default();
+        let w = d.load();
+        d.prepublish(w, 1, Instant::from_nanos(5_000_000));
+        d.prepublish(w, 1, Instant::from_nanos(2_000_000));
+        assert_eq!(d.open_until(1), Some(Instant::from_nanos(5_000_000)));
+        d.prepublish(w, 1, Instant::from_nanos(7_000_001));
+        assert_eq!(d.open_until(1), Some(Instant::from_nanos(8_000_000)));
+        assert_eq!(d.open_until(2), None, "another generation's tag");
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub trait Env {
         self.now()
     }
     /// End of the open period of generation `generation`, if already published.
-    fn open_until(&self, generation: u32) -> Option<Instant>;
+    fn open_until(&self, generation: u64) -> Option<Instant>;
 }
 
 /// Why an admission was refused by the word.
@@ -71,7 +71,7 @@ pub enum Admission {
     /// Admitted under `generation`; `probe` when it holds a probe slot.
     Admit {
         /// Generation the permit belongs to.
-        generation: u32,
+        generation: u64,
         /// Holds a probe slot.
         probe: bool,
     },
@@ -105,7 +105,7 @@ pub struct Transition {
     /// Phase after.
     pub to: Phase,
     /// Generation after.
-    pub generation: u32,
+    pub generation: u64,
     /// For a trip into `Open`: when the open period ends.
     pub open_until: Option<Instant>,
 }
@@ -247,7 +247,7 @@ pub fn admit_transition(old: Word, new: Option<Word>) -> Option<Transition> {
 pub fn record(
     w: Word,
     policy: &Policy,
-    generation: u32,
+    generation: u64,
     probe: bool,
     verdict: Verdict,
     trip: bool,
@@ -323,7 +323,7 @@ pub fn record(
 /// late, falls under the failure-rate policy). [`record`] decides such a
 /// failure the same way; this is its one-CAS fast path.
 #[inline]
-pub fn count_failure(w: Word, policy: &Policy, generation: u32) -> Option<Word> {
+pub fn count_failure(w: Word, policy: &Policy, generation: u64) -> Option<Word> {
     let n = policy.consecutive_failures?;
     let failures = w.count().saturating_add(1);
     (w.phase() == Phase::Closed && w.generation() == generation & GEN_MASK && failures < n)
@@ -371,7 +371,7 @@ mod tests {
 
     struct TestEnv {
         now: Instant,
-        until: Option<(u32, Instant)>,
+        until: Option<(u64, Instant)>,
         reads: u32,
     }
     impl Env for TestEnv {
@@ -379,7 +379,7 @@ mod tests {
             self.reads += 1;
             self.now
         }
-        fn open_until(&self, g: u32) -> Option<Instant> {
+        fn open_until(&self, g: u64) -> Option<Instant> {
             self.until.filter(|(gen, _)| *gen == g).map(|(_, t)| t)
         }
     }
@@ -498,7 +498,7 @@ mod tests {
         fn now_coarse(&mut self) -> Instant {
             self.coarse
         }
-        fn open_until(&self, _: u32) -> Option<Instant> {
+        fn open_until(&self, _: u64) -> Option<Instant> {
             Some(self.until)
         }
     }

@@ -3,16 +3,28 @@
 //! | bits    | field        | meaning                                                         |
 //! |---------|--------------|-----------------------------------------------------------------|
 //! | 0..3    | `state`      | [`Phase`]: closed, open, half-open, forced-open, vacant         |
-//! | 3..13   | `probes`     | probe permits in flight (all half-open episodes), ≤ 1023        |
-//! | 13..19  | `trips`      | re-trips from half-open since the last close (backoff exponent) |
-//! | 19..39  | `count`      | closed: consecutive failures; half-open: probe successes        |
-//! | 39..64  | `generation` | changes on every transition; permits carry it (C13); wraps      |
+//! | 3..10   | `probes`     | probe permits in flight (all half-open episodes), ≤ 127         |
+//! | 10..15  | `trips`      | re-trips from half-open since the last close (backoff exponent) |
+//! | 15..25  | `count`      | closed: consecutive failures; half-open: probe successes        |
+//! | 25..64  | `generation` | changes on every transition and slot hand-over; permits carry it |
 //!
 //! Counters saturate at their field's maximum instead of wrapping into the
-//! neighbouring field; the profile caps thresholds and budgets below those
-//! maxima so saturation never changes a decision. The open-until time does
-//! not fit here: it lives beside the word in a generation-tagged side word
+//! neighbouring field; the profile caps thresholds and budgets at those
+//! maxima (`probe_budget` ≤ 127, thresholds ≤ 1023) so saturation never
+//! changes a decision. The open-until time does not fit here: it lives
+//! beside the word in a side word written before the trip that needs it
 //! (see [`super::cell`]).
+//!
+//! Why 39 bits of generation are enough (C13: no wrap a caller can reach).
+//! A permit passes for a current one only if its partition's generation
+//! came round the whole 2^39 (5.5 × 10^11) while the permit was held. Every
+//! step of the generation is a compare-and-swap that also does the work of
+//! a transition (an event built and queued, a clock read) or of a slot
+//! hand-over (a shard copied and swapped), each well over 100 ns: one
+//! partition cannot take 2^39 of them in less than 15 hours, and a call
+//! would have to hold its permit through all of them. The counters pay
+//! for those bits: budgets and thresholds above a thousand are not what
+//! a breaker is configured with.
 //!
 //! `Word` is a plain `Copy` value: every transition is a pure function over
 //! it ([`super::machine`]), and only [`super::cell`] touches the atomic.
@@ -36,10 +48,11 @@ pub enum Phase {
 }
 
 const STATE_BITS: u32 = 3;
-const PROBE_BITS: u32 = 10;
-const TRIP_BITS: u32 = 6;
-const COUNT_BITS: u32 = 20;
-const GEN_BITS: u32 = 25;
+const PROBE_BITS: u32 = 7;
+const TRIP_BITS: u32 = 5;
+const COUNT_BITS: u32 = 10;
+/// Width of the generation field.
+pub const GEN_BITS: u32 = 39;
 
 const STATE_SHIFT: u32 = 0;
 const PROBE_SHIFT: u32 = STATE_SHIFT + STATE_BITS;
@@ -58,8 +71,8 @@ pub const MAX_PROBES: u32 = mask(PROBE_BITS) as u32;
 pub const MAX_COUNT: u32 = mask(COUNT_BITS) as u32;
 /// Largest backoff exponent kept; beyond it the cap `max` applies anyway.
 pub const MAX_TRIPS: u32 = mask(TRIP_BITS) as u32;
-/// Generations wrap at this modulus.
-pub const GEN_MASK: u32 = mask(GEN_BITS) as u32;
+/// The generation field's largest value.
+pub const GEN_MASK: u64 = mask(GEN_BITS);
 
 /// One partition's packed state (see the module docs for the bit layout).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, NoUninit)]
@@ -125,8 +138,8 @@ impl Word {
 
     /// The generation.
     #[inline]
-    pub const fn generation(self) -> u32 {
-        self.field(GEN_SHIFT, GEN_BITS)
+    pub const fn generation(self) -> u64 {
+        self.0 >> GEN_SHIFT
     }
 
     /// With another phase.
@@ -156,14 +169,11 @@ impl Word {
         self.with_field(COUNT_SHIFT, COUNT_BITS, n)
     }
 
-    /// The next generation (wrapping), everything else kept.
+    /// The next generation, everything else kept (see the module docs for
+    /// why the field does not come round in practice).
     #[inline]
     pub const fn next_generation(self) -> Word {
-        self.with_field(
-            GEN_SHIFT,
-            GEN_BITS,
-            self.generation().wrapping_add(1) & GEN_MASK,
-        )
+        Word(self.0.wrapping_add(1 << GEN_SHIFT))
     }
 
     /// A transition: new phase, next generation, count cleared.
@@ -176,12 +186,12 @@ impl Word {
     /// of that generation changes nothing (one mask and compare, for the
     /// healthy path).
     #[inline(always)]
-    pub const fn is_quiet_closed(self, generation: u32) -> bool {
+    pub const fn is_quiet_closed(self, generation: u64) -> bool {
         const QUIET: u64 = mask(STATE_BITS) << STATE_SHIFT
             | mask(COUNT_BITS) << COUNT_SHIFT
             | mask(GEN_BITS) << GEN_SHIFT;
         // Closed is phase 0, so the expected bits are the generation's alone.
-        self.0 & QUIET == ((generation & GEN_MASK) as u64) << GEN_SHIFT
+        self.0 & QUIET == (generation & GEN_MASK) << GEN_SHIFT
     }
 
     /// Closed with nothing counted and nothing in flight: equal to a fresh
@@ -238,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn c13_generation_wraps_within_its_field() {
+    fn c13_generation_has_39_bits_and_stays_in_its_field() {
         let mut w = Word::FRESH.with_phase(Phase::Open);
         for _ in 0..3 {
             w = w.next_generation();

@@ -22,7 +22,7 @@ static const char PROFILE[] =
     "    isolation: tenant\n"
     "    trip: {consecutive_failures: 1}\n"
     "    open_duration: 1s\n"
-    "    half_open: {probe_budget: 3, success_threshold: 1000000}\n"
+    "    half_open: {probe_budget: 3, success_threshold: 1000}\n"
     "    fallback: {kind: error, code: PAYMENT_UNAVAILABLE}\n"
     "    recovery_bound: 5m\n"
     "  email_client:\n"
@@ -95,9 +95,10 @@ static void *prober(void *arg) {
     }
     /* leave before the slot is returned, so in_flight never undercounts */
     atomic_fetch_sub(&r->in_flight, 1);
-    /* cancelled: returns the slot and keeps the breaker half-open; every
-       third one a success, which counts toward a threshold never reached */
-    bb_outcome o = (i % 3 == 0) ? BB_OUTCOME_SUCCESS : BB_OUTCOME_CANCELLED;
+    /* cancelled: returns the slot and keeps the breaker half-open; one in
+       two hundred a success, which counts toward a threshold (1000) the
+       threads never reach together (6 x 100) */
+    bb_outcome o = (i % 200 == 0) ? BB_OUTCOME_SUCCESS : BB_OUTCOME_CANCELLED;
     if (bb_record(r->bank, d.permit, o) != BB_OK) {
       atomic_fetch_add(&r->errors, 1);
     }
