@@ -421,6 +421,8 @@ struct Target<'a> {
     part: &'a Partition,
     owner: Owner,
     overflow: bool,
+    /// See `Resolved::made_closed`.
+    made_closed: bool,
 }
 
 impl<'a> Target<'a> {
@@ -431,6 +433,7 @@ impl<'a> Target<'a> {
             part: zero,
             owner: NO_OWNER,
             overflow: true,
+            made_closed: false,
         }
     }
 }
@@ -563,19 +566,28 @@ impl Dependency {
                 part: p,
                 owner: NO_OWNER,
                 overflow: false,
+                made_closed: false,
             },
-            (Parts::Tenant(t, zero), Some(name)) => match t.get_or_insert(name) {
-                Some(Resolved { slot, part, owner }) => {
-                    part.touch(t);
-                    Target {
+            (Parts::Tenant(t, zero), Some(name)) => {
+                match t.get_or_insert_at(name, &|| self.now_coarse().as_nanos()) {
+                    Some(Resolved {
                         slot,
                         part,
                         owner,
-                        overflow: false,
+                        made_closed,
+                    }) => {
+                        part.touch(t);
+                        Target {
+                            slot,
+                            part,
+                            owner,
+                            overflow: false,
+                            made_closed,
+                        }
                     }
+                    None => Target::overflow(zero),
                 }
-                None => Target::overflow(zero),
-            },
+            }
             (Parts::Tenant(_, zero), None) => Target::overflow(zero),
         }
     }
@@ -798,21 +810,34 @@ impl Dependency {
             return Answer::TENANT_REQUIRED;
         };
         let inner = &*self.inner;
-        let mut target = self.target(tenant);
-        let mut lost = 0u32;
         if let Some(d) = deadline {
-            let now = inner.clock.now();
-            if now >= d {
-                bump(&target.part.stats().deadline_expired_total);
+            if inner.clock.now() >= d {
+                self.count_expired(tenant);
                 return Answer::rejected(RejectReason::DeadlineExpired, None);
             }
         }
+        let mut target = self.target(tenant);
+        let mut lost = 0u32;
         loop {
             if target.overflow {
                 bump(&target.part.stats().partition_overflow_total);
             }
             let owner = target.owner;
             let part = target.part;
+            if target.made_closed {
+                // Admitted on the closed word this call installed.
+                let started_ns = if inner.timed {
+                    inner.clock.now().as_nanos()
+                } else {
+                    NOT_TIMED
+                };
+                return Answer::admitted(RawPermit {
+                    slot: target.slot,
+                    generation: owner.generation,
+                    probe: false,
+                    started_ns,
+                });
+            }
             // A closed partition of this tenant admits on one load, as a
             // global one does: the decision `machine::admit` makes for a
             // closed word, with the same ownership check as the CAS loop.
@@ -877,6 +902,22 @@ impl Dependency {
                     continue;
                 }
             };
+        }
+    }
+
+    /// Counts an expired deadline (C10) on the partition the tenant already
+    /// has, without touching the table: such an admission neither inserts
+    /// nor evicts (C9). A tenant with no partition has no breaker to count
+    /// it against.
+    #[cold]
+    fn count_expired(&self, tenant: Option<&str>) {
+        let part = match (self.parts(), tenant) {
+            (Parts::Global(p), _) => Some(p),
+            (Parts::Tenant(t, _), Some(name)) => t.lookup(name).map(|r| r.part),
+            (Parts::Tenant(..), None) => None,
+        };
+        if let Some(p) = part {
+            bump(&p.stats().deadline_expired_total);
         }
     }
 
@@ -1082,11 +1123,6 @@ impl Dependency {
         let now = inner.clock.now();
         part.stats()
             .on_transition(t.from, t.to, now, inner.config.recovery_bound);
-        if t.from == Phase::Closed && t.to == Phase::Open {
-            if let Some(w) = part.window() {
-                w.clear_at(now.as_nanos());
-            }
-        }
         inner.events.emit(|| Event {
             kind,
             dependency: inner.config.name.clone(),
@@ -1100,7 +1136,7 @@ impl Dependency {
     /// Announces a stuck episode once (C15); true while stuck.
     fn check_stuck(&self, slot: u32, part: &Partition) -> Option<Duration> {
         let inner = &*self.inner;
-        let phase = part.cell.load().phase();
+        let phase = self.phase_now(part);
         if !matches!(phase, Phase::Open | Phase::HalfOpen) {
             return None;
         }
@@ -1131,14 +1167,29 @@ impl Dependency {
     pub fn state(&self, tenant: Option<&str>) -> Result<State, AdmitError> {
         let tenant = self.tenant(tenant)?;
         Ok(match (self.parts(), tenant) {
-            (Parts::Global(p), _) => State::from_phase(p.cell.load().phase()),
+            (Parts::Global(p), _) => State::from_phase(self.phase_now(p)),
             (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
-                Some(r) => State::from_phase(r.part.cell.load().phase()),
+                Some(r) => State::from_phase(self.phase_now(r.part)),
                 None if t.forced_all.load(Ordering::Acquire) => State::ForcedOpen,
                 None => State::Closed,
             },
             (Parts::Tenant(..), None) => State::Closed,
         })
+    }
+
+    /// The phase an admission would find now (C14): an open partition
+    /// whose period has ended reads half-open, before any admission makes
+    /// the transition.
+    fn phase_now(&self, part: &Partition) -> Phase {
+        let w = part.cell.load();
+        match (w.phase(), part.cell.open_until(w.generation())) {
+            (Phase::Open, Some(until))
+                if machine::still_open(until, self.inner.clock.now()).is_none() =>
+            {
+                Phase::HalfOpen
+            }
+            (phase, _) => phase,
+        }
     }
 
     fn operate(&self, tenant: Option<&str>, kind: EventKind) {
@@ -1163,6 +1214,7 @@ impl Dependency {
                             part: r.part,
                             owner: r.owner,
                             overflow: false,
+                            made_closed: false,
                         },
                         None => return,
                     },
@@ -1170,9 +1222,11 @@ impl Dependency {
                 apply(target.slot, target.part, target.owner);
             }
             (Parts::Tenant(t, zero), None) => {
-                // Release: partitions created after this see the flag.
+                // SeqCst, and the fence: an insert racing this walk sees
+                // the flag or is seen by the walk (`Table::settle_forced`).
                 t.forced_all
-                    .store(kind == EventKind::ForcedOpen, Ordering::Release);
+                    .store(kind == EventKind::ForcedOpen, Ordering::SeqCst);
+                crate::sync::fence(Ordering::SeqCst);
                 for (slot, part, _) in t.live() {
                     apply(slot, part, NO_OWNER);
                 }
@@ -1417,7 +1471,7 @@ impl Dependency {
             self.check_stuck(slot, part);
             partitions.push(PartitionMetrics::new(
                 name,
-                part.cell.load().phase(),
+                self.phase_now(part),
                 part.stats_if_any(),
                 now,
                 bound,

@@ -53,7 +53,7 @@
 //! table.
 
 use crate::metrics::Stats;
-use crate::state::cell::{Cell, Side, Until};
+use crate::state::cell::{Cell, Side, Step, Until};
 use crate::state::word::{Phase, Word};
 use crate::sync::{
     epoch, thread_index, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Installed,
@@ -110,11 +110,12 @@ pub(crate) struct Window {
     /// few calls: only then can a success trip (by completing `min_calls`),
     /// so only then do successes judge.
     armed: AtomicBool,
-    /// Epoch of the last trip's clear, or `NEVER`: buckets of that epoch or
-    /// older are ignored. An owner's load and store that straddled the
-    /// clear can write back a pre-trip count; it lands in a bucket of the
-    /// clear's epoch at the latest, so it is never counted.
-    cleared: AtomicU64,
+    /// Per owned copy, each bucket as the last clear found it: what the
+    /// sum subtracts from a bucket still of that epoch. Owned copies are
+    /// not zeroed by a clear, because their owner's plain load and store
+    /// could straddle the zeroing and write the old counts back; counted
+    /// from a snapshot instead, such a write-back adds only its own call.
+    baseline: Box<[[AtomicU64; BUCKETS]]>,
     /// Failures that may be counted without a judgement (see
     /// [`Window::pass`]): a judgement that finds the rate well below the
     /// threshold leaves the number of further failures, all in its bucket
@@ -122,8 +123,6 @@ pub(crate) struct Window {
     /// came between, so they need not sum the window again.
     spare: AtomicU64,
 }
-
-const NEVER: u64 = u64::MAX;
 
 // The `spare` word: version (bits 36..64) | bucket epoch (12..36) | passes
 // left (0..12).
@@ -185,7 +184,9 @@ impl Window {
             width_inv: u64::try_from((1u128 << 64).div_ceil(u128::from(width.max(1))))
                 .unwrap_or(u64::MAX),
             armed: AtomicBool::new(false),
-            cleared: AtomicU64::new(NEVER),
+            baseline: (0..owned)
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
             spare: AtomicU64::new(0),
         }
     }
@@ -257,31 +258,42 @@ impl Window {
 
     /// (calls, failures) over the window ending now.
     pub(crate) fn totals(&self, now_ns: u64) -> (u64, u64) {
-        let e = self.epoch(now_ns);
-        // Ages below `limit` count: the window's buckets, and of those only
-        // the ones after the last trip's clear.
-        let limit = match self.cleared.load(Ordering::Relaxed) {
-            NEVER => BUCKETS as u64,
-            c => (e.wrapping_sub(c) & B_EPOCH).min(BUCKETS as u64),
-        };
         // Both counts side by side in one sum (calls in the high half:
         // at most 2^20 per bucket, under 2^29 in all), a mask instead of a
         // branch per bucket, ages in 32 bits: every judgement sums all
         // the buckets.
-        let e = e as u32;
-        let limit = limit as u32;
+        let e = self.epoch(now_ns) as u32;
+        let limit = BUCKETS as u32;
+        let both = |v: u64| ((v << (32 - B_CALLS_SHIFT)) & (B_FIELD << 32)) | (v & B_FIELD);
         let mut sum = 0u64;
-        for stripe in self.stripes.iter() {
-            for b in stripe.iter() {
+        let mut below = 0u64;
+        for (i, stripe) in self.stripes.iter().enumerate() {
+            let base = self.baseline.get(i);
+            for (k, b) in stripe.iter().enumerate() {
                 // Relaxed: see `record`.
                 let v = b.load(Ordering::Relaxed);
                 let age = e.wrapping_sub((v >> B_EPOCH_SHIFT) as u32) & B_EPOCH as u32;
                 let keep = u64::from(age < limit).wrapping_neg();
-                let both = ((v << (32 - B_CALLS_SHIFT)) & (B_FIELD << 32)) | (v & B_FIELD);
-                sum += both & keep;
+                sum += both(v) & keep;
+                if let Some(base) = base {
+                    // Relaxed: a snapshot of this copy; see `clear`.
+                    let z = base[k].load(Ordering::Relaxed);
+                    if z != 0 && z >> B_EPOCH_SHIFT == v >> B_EPOCH_SHIFT {
+                        below += both(z) & keep;
+                    }
+                }
             }
         }
-        (sum >> 32, sum & 0xffff_ffff)
+        // A halved bucket can hold less than its snapshot: count it as 0.
+        let calls = (sum >> 32).saturating_sub(below >> 32);
+        let fails = (sum & 0xffff_ffff).saturating_sub(below & 0xffff_ffff);
+        (calls, fails.min(calls))
+    }
+
+    /// Whether no call is counted in the window ending now (C9: such a
+    /// partition is idle, as far as its window goes).
+    pub(crate) fn is_empty(&self, now_ns: u64) -> bool {
+        self.totals(now_ns).0 == 0
     }
 
     /// Counts a call and judges the rule of C5: trip when failures / calls
@@ -406,26 +418,19 @@ impl Window {
         self.width_ns >= COARSE_BUCKET_NS
     }
 
-    /// Forgets every call, for a recycled tenant slot (no owned copies, so
-    /// no owner can write back an old count).
+    /// Forgets every call: a closed episode starts (a close, a reset, a
+    /// slot's new tenant) and counts from its first call (C5, C11). The
+    /// shared copy is zeroed (its writers CAS, so none writes an old count
+    /// back); the owned copies are snapshotted (see `baseline`).
     pub(crate) fn clear(&self) {
-        self.zero();
-        self.cleared.store(NEVER, Ordering::Relaxed);
-    }
-
-    /// Forgets every call on a trip at `now_ns`, so a closed breaker starts
-    /// afresh. Calls in the trip's own bucket are ignored too (see
-    /// `cleared`): after an open period shorter than a bucket (window / 10)
-    /// the first calls count from the next bucket on.
-    pub(crate) fn clear_at(&self, now_ns: u64) {
-        self.zero();
-        self.cleared.store(self.epoch(now_ns), Ordering::Relaxed);
-    }
-
-    fn zero(&self) {
         self.void_passes();
-        for b in self.stripes.iter().flat_map(|s| s.iter()) {
-            // Relaxed: see `record`.
+        // Relaxed throughout: see `record`.
+        for (stripe, base) in self.stripes.iter().zip(self.baseline.iter()) {
+            for (b, z) in stripe.iter().zip(base.iter()) {
+                z.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        for b in self.stripes[self.owned].iter() {
             b.store(0, Ordering::Relaxed);
         }
         self.armed.store(false, Ordering::Relaxed);
@@ -459,6 +464,12 @@ impl Default for Cold {
 impl Side for Cold {
     fn until(&self) -> &Until {
         &self.until
+    }
+
+    fn before_close(&self) {
+        if let Some(w) = self.window() {
+            w.clear();
+        }
     }
 }
 
@@ -497,7 +508,7 @@ const NO_KEY: Key = [0, 0];
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Owner {
     key: Key,
-    generation: u64,
+    pub(crate) generation: u64,
 }
 
 /// The owner of the global and overflow partitions: every word is theirs.
@@ -608,6 +619,12 @@ impl Partition {
         }
     }
 
+    /// Whether the partition equals a fresh one (C9): its word idle
+    /// (`w`), and no call in its failure-rate window, if it keeps one.
+    fn is_idle(&self, w: Word, now_ns: &dyn Fn() -> u64) -> bool {
+        w.is_idle() && self.window().is_none_or(|win| win.is_empty(now_ns()))
+    }
+
     /// The tick of [`Partition::touch`]; 0 when it has no cold part.
     fn last_used(&self) -> u64 {
         // Relaxed: an eviction hint.
@@ -679,12 +696,27 @@ impl Partition {
     }
 }
 
+/// What one eviction scan came to.
+enum Scan {
+    /// A victim held: its slot.
+    Taken(u32),
+    /// Every candidate changed before it could be taken.
+    Lost,
+    /// No candidate at all.
+    Nothing,
+}
+
 /// Where a tenant's calls go.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Resolved<'a> {
     pub(crate) slot: u32,
     pub(crate) part: &'a Partition,
     pub(crate) owner: Owner,
+    /// This call inserted the tenant with a closed word of
+    /// `owner.generation`: it may be admitted on that word even if the
+    /// fresh, idle partition is evicted before it looks again (its record
+    /// is then late, as C9 allows), so an inserter always makes progress.
+    pub(crate) made_closed: bool,
 }
 
 impl<'a> Resolved<'a> {
@@ -698,6 +730,7 @@ impl<'a> Resolved<'a> {
                 key,
                 generation: w.generation(),
             },
+            made_closed: false,
         }
     }
 }
@@ -1507,44 +1540,64 @@ impl Table {
 
     /// Looks a tenant up, inserting it if needed; `None` when the table is
     /// full of partitions that cannot be evicted (use the overflow).
-    pub(crate) fn get_or_insert(&self, tenant: &str) -> Option<Resolved<'_>> {
+    /// `now_ns` reads the bank's clock, for eviction's idle test of
+    /// failure-rate windows (read only when something must be evicted).
+    pub(crate) fn get_or_insert_at(
+        &self,
+        tenant: &str,
+        now_ns: &dyn Fn() -> u64,
+    ) -> Option<Resolved<'_>> {
         let key = self.key_words(tenant);
         let hash = self.hash_key(key);
         match self.lookup_hashed(tenant, hash, key) {
             Some(r) => Some(r),
-            None => self.insert(tenant, hash, key),
+            None => self.insert(tenant, hash, key, now_ns),
         }
+    }
+
+    /// [`Table::get_or_insert_at`] at time 0.
+    #[cfg(test)]
+    fn get_or_insert(&self, tenant: &str) -> Option<Resolved<'_>> {
+        self.get_or_insert_at(tenant, &|| 0)
     }
 
     /// Inserts a tenant the lookup did not find, or finds the one a racing
     /// inserter published first; `hash` and `key` as the lookup made them.
     #[cold]
-    fn insert(&self, tenant: &str, hash: u64, key: Key) -> Option<Resolved<'_>> {
+    fn insert(
+        &self,
+        tenant: &str,
+        hash: u64,
+        key: Key,
+        now_ns: &dyn Fn() -> u64,
+    ) -> Option<Resolved<'_>> {
         let short = pack_key(tenant);
         loop {
-            let slot = self.alloc_slot(hash)?;
+            let slot = self.alloc_slot(hash, now_ns)?;
             let part = self.get(slot)?;
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
             part.set_owner(key, tick, self.window);
-            let held = part.cell.load();
             let phase = if self.forced_all.load(Ordering::Acquire) {
                 Phase::ForcedOpen
             } else {
                 Phase::Closed
             };
-            let fresh = held.transition(phase).with_trips(0);
-            part.cell.store(fresh);
+            let fresh = part.cell.hand_over(phase);
             if self.publish(Entry::new(hash, tenant, short, slot), key) {
                 self.remember(hash, key, slot);
-                return Some(Resolved::seen(slot, part, key, fresh));
+                let fresh = self.settle_forced(part, fresh);
+                return Some(Resolved {
+                    made_closed: fresh.phase() == Phase::Closed,
+                    ..Resolved::seen(slot, part, key, fresh)
+                });
             }
             // Lost the race to another inserter of the same tenant. A
             // lookup may have found this slot at home since the word above
             // was stored; calls it admitted hold permits of a slot now
             // freed, recorded as late, as for an idle partition evicted
             // under a closed call (C9 allows both: nothing was counted).
-            part.cell.store(part.cell.load().transition(Phase::Vacant));
+            part.cell.hand_over(Phase::Vacant);
             self.release(slot, true);
             if let Some(r) = self.lookup_hashed(tenant, hash, key) {
                 return Some(r);
@@ -1552,11 +1605,41 @@ impl Table {
         }
     }
 
+    /// A tenant just published with word `fresh`, made closed or forced
+    /// open after `forced_all` as the insert read it, brought in line with
+    /// the flag as it is now (C11). A dependency-wide `force_open` or
+    /// `reset` stores the flag, then (after a `SeqCst` fence) walks the
+    /// live partitions; an insert stores its word and publishes it, then
+    /// (after a `SeqCst` fence) reads the flag here. By the fences, the
+    /// walk sees this tenant or this read sees the new flag: an operator
+    /// action racing an insert is never lost. Applied only while the
+    /// partition is still in the episode it was made in; anything since
+    /// (the walk's own action included) already decided for it.
+    fn settle_forced(&self, part: &Partition, fresh: Word) -> Word {
+        crate::sync::fence(Ordering::SeqCst);
+        // SeqCst: see above.
+        let want = if self.forced_all.load(Ordering::SeqCst) {
+            Phase::ForcedOpen
+        } else {
+            Phase::Closed
+        };
+        if fresh.phase() == want {
+            return fresh;
+        }
+        part.cell.update(|w| {
+            if w.generation() != fresh.generation() {
+                return Step::Keep(w);
+            }
+            let next = w.transition(want).with_trips(0);
+            Step::Install(next, next)
+        })
+    }
+
     /// A slot held for a new tenant (its word vacant, no one else's):
     /// one of the tenant's homes if one is free, else any free slot, with
     /// room made by eviction when the table holds `capacity` tenants.
     /// `None` when nothing can be evicted.
-    fn alloc_slot(&self, hash: u64) -> Option<u32> {
+    fn alloc_slot(&self, hash: u64, now_ns: &dyn Fn() -> u64) -> Option<u32> {
         // Relaxed: a count; each slot is claimed by its own CAS. An
         // inserter that finds the table full takes its count back; one
         // that races it may see the table full a moment early and evict
@@ -1566,7 +1649,7 @@ impl Table {
             self.live.fetch_sub(1, Ordering::Relaxed);
             // The victim's room passes to the newcomer, who still prefers
             // a home: a full table has half its slots free.
-            let victim = self.evict()?;
+            let victim = self.evict(now_ns)?;
             return match self.claim_home(hash) {
                 Some(home) => {
                     self.release(victim, false);
@@ -1626,7 +1709,7 @@ impl Table {
     fn release(&self, slot: u32, room: bool) {
         if let Some(part) = self.get(slot) {
             part.set_key(NO_KEY);
-            part.cell.store(part.cell.load().transition(Phase::Closed));
+            part.cell.hand_over(Phase::Closed);
         }
         if room {
             // Relaxed: a count; see `alloc_slot`.
@@ -1725,11 +1808,30 @@ impl Table {
     }
 
     /// Finds a victim, makes it vacant, unlinks it; returns its slot.
-    fn evict(&self) -> Option<u32> {
+    /// A victim that stops being evictable before it is taken (it was
+    /// used, or another inserter took it) sends the scan round again: the
+    /// tenant goes to the overflow only when a scan finds nothing to take
+    /// (C9). Each lost race is another thread's progress, so the loop
+    /// ends.
+    fn evict(&self, now_ns: &dyn Fn() -> u64) -> Option<u32> {
+        let now = std::cell::OnceCell::new();
+        let now = || *now.get_or_init(now_ns);
+        loop {
+            match self.scan_for_victim(&now) {
+                Scan::Taken(slot) => return Some(slot),
+                Scan::Lost => crate::sync::spin_hint(),
+                Scan::Nothing => return None,
+            }
+        }
+    }
+
+    /// One eviction scan (see [`Table::evict`]).
+    fn scan_for_victim(&self, now_ns: &dyn Fn() -> u64) -> Scan {
         let n = self.shards.len();
         // Relaxed: only spreads the scans.
         let start = self.cursor.fetch_add(1, Ordering::Relaxed);
         let mut lru: Option<(u64, Word, Entry)> = None;
+        let mut lost = false;
         for i in 0..n.min(EVICT_SCAN_IDLE) {
             if i == EVICT_SCAN_FIRST && lru.is_some() {
                 break;
@@ -1744,8 +1846,7 @@ impl Table {
                     continue;
                 };
                 let w = p.cell.load();
-                let idle = w.is_idle();
-                if !idle && (w.phase() != Phase::Closed || w.probes() != 0) {
+                if w.phase() != Phase::Closed || w.probes() != 0 {
                     continue;
                 }
                 // The shard may predate the slot's recycling: only the
@@ -1753,10 +1854,11 @@ impl Table {
                 if !p.key_is(self.entry_key(e)) {
                     continue;
                 }
-                if idle {
+                if p.is_idle(w, now_ns) {
                     if self.take(p, w, e) {
-                        return Some(e.slot());
+                        return Scan::Taken(e.slot());
                     }
+                    lost = true;
                 } else {
                     let used = p.last_used();
                     if lru.as_ref().is_none_or(|(u, ..)| used < *u) {
@@ -1765,9 +1867,13 @@ impl Table {
                 }
             }
         }
-        let (_, w, e) = lru?;
-        let p = self.get(e.slot())?;
-        self.take(p, w, &e).then_some(e.slot())
+        let Some((_, w, e)) = lru else {
+            return if lost { Scan::Lost } else { Scan::Nothing };
+        };
+        match self.get(e.slot()) {
+            Some(p) if self.take(p, w, &e) => Scan::Taken(e.slot()),
+            _ => Scan::Lost,
+        }
     }
 
     fn take(&self, p: &Partition, seen: Word, entry: &Entry) -> bool {
@@ -2270,23 +2376,36 @@ mod tests {
     }
 
     #[test]
-    fn c5_a_trip_forgets_its_own_bucket_and_older() {
+    fn c11_a_clear_forgets_every_count_even_one_an_owner_writes_back() {
         let w = Window::new(Duration::from_secs(10), 2);
         for _ in 0..10 {
             w.record(0, true);
         }
-        w.clear_at(500_000_000); // same 1 s bucket as the calls
-                                 // A count written back over the clear (an owner's load and store
-                                 // that straddled it) lands in the trip's bucket: ignored.
-        w.record(600_000_000, true);
-        assert_eq!(w.totals(900_000_000), (0, 0));
-        // The next bucket counts again.
-        w.record(1_200_000_000, false);
-        assert_eq!(w.totals(1_300_000_000), (1, 0));
-        // A recycled slot starts with no memory of the trip.
+        // An owner's load before the clear and its store after it: the
+        // straddle writes the old bucket back with one more call.
+        let copy = &w.stripes[0][0];
+        let before = copy.load(Ordering::Relaxed);
         w.clear();
-        w.record(1_400_000_000, true);
-        assert_eq!(w.totals(1_400_000_000), (1, 1));
+        assert_eq!(w.totals(500_000_000), (0, 0));
+        assert!(w.is_empty(500_000_000));
+        copy.store(bucket_plus(before, 0, true).0, Ordering::Relaxed);
+        let (calls, fails) = w.totals(500_000_000);
+        assert!(calls <= 1 && fails <= 1, "{calls} calls, {fails} failures");
+        // The same bucket counts again at once: no blind interval (C5).
+        w.record(600_000_000, false);
+        w.record(600_000_000, true);
+        let (calls, _) = w.totals(900_000_000);
+        assert!(calls >= 2, "{calls}");
+        // The next bucket starts from nothing but its own calls.
+        w.record(1_200_000_000, false);
+        assert_eq!(w.totals(1_300_000_000).0, calls + 1);
+        // A tenant's window (no owned copies) is zeroed.
+        let t = Window::new(Duration::from_secs(10), 0);
+        t.record(0, true);
+        t.clear();
+        assert_eq!(t.totals(0), (0, 0));
+        t.record(0, true);
+        assert_eq!(t.totals(0), (1, 1));
     }
 
     /// Passes left for the window's epoch at `now_ns`.

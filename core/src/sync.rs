@@ -30,6 +30,11 @@ pub(crate) use std_prims::{Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ato
 
 pub(crate) use std::sync::atomic::Ordering;
 
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::fence;
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::fence;
+
 /// Immutable shared values (tenant keys, cached fallback values): their
 /// reference counts guard no breaker state, so loom need not model them,
 /// and loom's `Arc` cannot hold `str` or `dyn Any`.
@@ -51,7 +56,8 @@ pub(crate) type AtomicWord = atomic::Atomic<Word>;
 #[cfg(not(loom))]
 const _: () = assert!(atomic::Atomic::<Word>::is_lock_free());
 
-/// Loom stand-in for `atomic::Atomic<Word>`: same methods, loom's `AtomicU64` inside.
+/// Loom stand-in for `atomic::Atomic<Word>`: the methods the core uses (no
+/// plain store: every write of a live word is a CAS), loom's `AtomicU64` inside.
 #[cfg(loom)]
 #[derive(Debug)]
 pub(crate) struct AtomicWord(AtomicU64);
@@ -63,9 +69,6 @@ impl AtomicWord {
     }
     pub(crate) fn load(&self, order: Ordering) -> Word {
         Word::from_bits(self.0.load(order))
-    }
-    pub(crate) fn store(&self, w: Word, order: Ordering) {
-        self.0.store(w.bits(), order)
     }
     pub(crate) fn compare_exchange_weak(
         &self,

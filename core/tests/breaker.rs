@@ -336,8 +336,8 @@ fn c12_ten_hour_clock_jump_goes_half_open_never_closed() {
     clock.advance(Duration::from_secs(10 * 3600));
     assert_eq!(
         dep.state(None).unwrap(),
-        State::Open,
-        "no transition without an admission"
+        State::HalfOpen,
+        "the period is over: what an admission would find (C14), never closed"
     );
     let p = admitted(dep.admit(None, None).unwrap());
     assert!(p.is_probe());
@@ -523,4 +523,73 @@ fn c12_an_open_period_lasts_its_duration_with_the_clock_at_20_years() {
     rejected(dep.admit(None, None).unwrap());
     clock.advance(Duration::from_millis(1));
     assert!(admitted(dep.admit(None, None).unwrap()).is_probe());
+}
+
+/// Global `email_client` on the failure-rate policy: `rate` over
+/// `min_calls` in a 60 s window, open for `open`.
+fn rate_bank(
+    rate: f64,
+    min_calls: u32,
+    open: &str,
+) -> (Bank, ManualClock, breakerbank::Dependency) {
+    let y = format!(
+        "dependencies:
+  email_client:
+    isolation: global
+    trip: {{failure_rate: {rate}, min_calls: {min_calls}, window: 60s}}
+    open_duration: {open}
+    half_open: {{probe_budget: 1, success_threshold: 1}}
+    fallback: {{kind: degraded}}
+    recovery_bound: 5m
+"
+    );
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(breakerbank::Profile::from_yaml(&y).unwrap(), clock.clone());
+    let dep = bank.dependency("email_client").unwrap();
+    (bank, clock, dep)
+}
+
+#[test]
+fn c11_reset_clears_the_failure_rate_window() {
+    let (_b, _c, dep) = rate_bank(0.5, 3, "30s");
+    fail(&dep, None, 2);
+    dep.reset(None);
+    fail(&dep, None, 1);
+    assert_eq!(
+        dep.state(None).unwrap(),
+        State::Closed,
+        "1 call after the reset"
+    );
+    // force_open then reset: the same.
+    let (_b, _c, dep) = rate_bank(0.5, 3, "30s");
+    fail(&dep, None, 2);
+    dep.force_open(None);
+    dep.reset(None);
+    fail(&dep, None, 1);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+}
+
+#[test]
+fn c5_no_blind_interval_after_a_close() {
+    let (_b, clock, dep) = rate_bank(0.5, 10, "1s");
+    fail(&dep, None, 10);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    clock.advance(Duration::from_secs(1));
+    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    // Still inside the trip's 6 s bucket: every call counts.
+    fail(&dep, None, 10);
+    assert_eq!(dep.state(None).unwrap(), State::Open, "10 of 10 failed");
+}
+
+#[test]
+fn c14_state_reads_half_open_once_the_open_period_has_ended() {
+    let (bank, clock, dep) = bank(1, 1, 1, "");
+    fail(&dep, None, 1);
+    assert_eq!(dep.state(None).unwrap(), State::Open);
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
+    let m = bank.metrics();
+    assert_eq!(m.dependencies[0].partitions[0].state, State::HalfOpen);
+    assert!(bank.prometheus().contains("state=\"half_open\"} 1"));
 }

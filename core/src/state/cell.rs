@@ -66,6 +66,12 @@ pub struct Until(AtomicU64);
 pub trait Side: Default + Send + Sync {
     /// The open-until side word.
     fn until(&self) -> &Until;
+
+    /// Called before the CAS that starts a closed episode (a close from
+    /// half-open, a reset), while no call of the new episode can have
+    /// been admitted yet: whatever counts toward the next trip starts
+    /// afresh here (C5, C11).
+    fn before_close(&self) {}
 }
 
 impl Side for Until {
@@ -153,12 +159,18 @@ impl<S: Side> Cell<S> {
         self.word.load(Ordering::Acquire)
     }
 
-    /// Overwrites the word: only for a slot that no one else can be
-    /// admitted to (a vacant slot being handed to a new tenant).
-    pub fn store(&self, w: Word) {
-        // Release: the new owner's key and counters are visible to anyone
-        // who sees this word.
-        self.word.store(w, Ordering::Release)
+    /// Moves a slot this thread holds (vacant, or just made fresh) to
+    /// `phase` with a new generation and no backoff: how a slot is handed
+    /// to a new tenant, taken back, or freed. A CAS like every other
+    /// write of the word (its `Release` half publishes the new owner's
+    /// key and counters to whoever sees the word), so nothing another
+    /// thread wrote in between (a late probe's returned slot) is lost.
+    /// Returns the word installed.
+    pub fn hand_over(&self, phase: Phase) -> Word {
+        self.update(|w| {
+            let next = w.transition(phase).with_trips(0);
+            Step::Install(next, next)
+        })
     }
 
     /// The one compare-and-swap loop: `f` sees each observed word and
@@ -179,6 +191,11 @@ impl<S: Side> Cell<S> {
                     if next.phase() == Phase::Open && cur.phase() != Phase::Open {
                         if let Some(at) = until(&r) {
                             self.prepublish(cur, next.generation(), at);
+                        }
+                    }
+                    if next.phase() == Phase::Closed && next.generation() != cur.generation() {
+                        if let Some(side) = self.side_if_any() {
+                            side.before_close();
                         }
                     }
                     // AcqRel: publish our transition and see the one we replace.

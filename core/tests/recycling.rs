@@ -1,0 +1,186 @@
+//! Tenant tables under churn and operator actions: C5, C9, C10, C11, C14.
+//! Each test is a defect an audit found in a tenant table, named for the
+//! clause it broke.
+
+mod common;
+use breakerbank::{Bank, Instant, ManualClock, Outcome, State};
+use common::*;
+use std::time::Duration;
+
+/// Tenant-scoped `payments_client`, failure-rate policy: 50% over `min_calls`.
+fn rate_bank(min_calls: u32, max_tenants: u32) -> (Bank, ManualClock) {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        &format!("{{failure_rate: 0.5, min_calls: {min_calls}, window: 60s}}"),
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        &format!("max_tenants: {max_tenants}"),
+    );
+    let clock = ManualClock::new();
+    (Bank::with_clock(p, clock.clone()), clock)
+}
+
+/// Names of the partitions the dependency lists in its metrics.
+fn partitions(bank: &Bank) -> Vec<String> {
+    let mut v: Vec<String> = bank.metrics().dependencies[0]
+        .partitions
+        .iter()
+        .map(|p| p.partition.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn c10_c9_an_expired_deadline_neither_inserts_nor_evicts() {
+    let bank = tenant_bank(3, 1);
+    let clock = bank.manual_clock().expect("manual").clone();
+    let dep = bank.dependency("payments_client").unwrap();
+    fail(&dep, Some("a"), 2);
+    clock.advance(Duration::from_secs(1));
+    let now = clock.now();
+    for deadline in [now, Instant::from_nanos(0)] {
+        let r = rejected(dep.admit(Some("b"), Some(deadline)).unwrap());
+        assert_eq!(r.reason, breakerbank::RejectReason::DeadlineExpired);
+    }
+    assert_eq!(partitions(&bank), ["a"], "b was not inserted");
+    fail(&dep, Some("a"), 1);
+    assert_eq!(
+        dep.state(Some("a")).unwrap(),
+        State::Open,
+        "a's third consecutive failure trips: its two were kept"
+    );
+}
+
+#[test]
+fn c9_a_failure_rate_tenant_with_calls_in_its_window_is_not_idle() {
+    // 40 tables: a failing tenant must never be evicted while an idle one
+    // stays (the scan order varies with each table's seed).
+    for round in 0..40 {
+        let (bank, _clock) = rate_bank(10, 2);
+        let dep = bank.dependency("payments_client").unwrap();
+        fail(&dep, Some("failing"), 3);
+        // Admitted and cancelled: nothing counted, idle.
+        admitted(dep.admit(Some("idle"), None).unwrap()).record(Outcome::Cancelled);
+        admitted(dep.admit(Some("newcomer"), None).unwrap()).record(Outcome::Cancelled);
+        assert_eq!(
+            partitions(&bank),
+            ["failing", "newcomer"],
+            "round {round}: the idle tenant goes first"
+        );
+    }
+}
+
+#[test]
+fn c9_a_full_table_of_closed_partitions_evicts_rather_than_overflowing() {
+    for round in 0..50 {
+        let bank = tenant_bank(5, 3);
+        let dep = bank.dependency("payments_client").unwrap();
+        for t in ["a", "b", "c"] {
+            fail(&dep, Some(t), 1); // closed with a count: evictable, not idle
+        }
+        for i in 0..20 {
+            let t = format!("n{i}");
+            admitted(dep.admit(Some(&t), None).unwrap()).record(Outcome::Failure);
+            assert_eq!(dep.partition_of(Some(&t)), t, "round {round}, {t}");
+        }
+        let overflowed: u64 = bank.metrics().dependencies[0]
+            .partitions
+            .iter()
+            .map(|p| p.partition_overflow_total)
+            .sum();
+        assert_eq!(overflowed, 0, "round {round}");
+    }
+}
+
+#[test]
+fn c9_racing_inserters_into_a_full_table_of_closed_partitions_never_overflow() {
+    // Two threads insert new tenants into a full table of closed
+    // partitions with counts (all evictable): when both pick the same
+    // least recently used victim, the loser must choose again, not send
+    // its tenant to the overflow.
+    for round in 0..20 {
+        let bank = tenant_bank(1000, 4);
+        let dep = bank.dependency("payments_client").unwrap();
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let dep = &dep;
+                s.spawn(move || {
+                    for i in 0..2000 {
+                        let id = format!("t{t}-{i}");
+                        admitted(dep.admit(Some(&id), None).unwrap()).record(Outcome::Failure);
+                    }
+                });
+            }
+        });
+        let overflowed: u64 = bank.metrics().dependencies[0]
+            .partitions
+            .iter()
+            .map(|p| p.partition_overflow_total)
+            .sum();
+        assert_eq!(overflowed, 0, "round {round}");
+    }
+}
+
+#[test]
+fn c11_force_open_and_reset_of_all_never_miss_a_tenant_inserted_meanwhile() {
+    // One thread inserts new tenants while the other forces every
+    // partition open (then resets all): when the operator call returns,
+    // every tenant inserted before it, or during it, is forced open
+    // (then closed).
+    for round in 0..300 {
+        let bank = tenant_bank(3, 64);
+        let dep = bank.dependency("payments_client").unwrap();
+        let gate = std::sync::Barrier::new(2);
+        let inserted = std::thread::scope(|s| {
+            let ins = s.spawn(|| {
+                gate.wait();
+                (0..8)
+                    .map(|i| {
+                        let id = format!("r{round}-{i}");
+                        if let breakerbank::Decision::Admitted(p) =
+                            dep.admit(Some(&id), None).unwrap()
+                        {
+                            p.record(Outcome::Cancelled);
+                        }
+                        id
+                    })
+                    .collect::<Vec<_>>()
+            });
+            gate.wait();
+            dep.force_open(None);
+            ins.join().unwrap()
+        });
+        for id in &inserted {
+            assert_eq!(
+                dep.state(Some(id)).unwrap(),
+                State::ForcedOpen,
+                "round {round}: {id}"
+            );
+        }
+        let gate = std::sync::Barrier::new(2);
+        let inserted = std::thread::scope(|s| {
+            let ins = s.spawn(|| {
+                gate.wait();
+                (8..16)
+                    .map(|i| {
+                        let id = format!("r{round}-{i}");
+                        let _ = dep.admit(Some(&id), None).unwrap();
+                        id
+                    })
+                    .collect::<Vec<_>>()
+            });
+            gate.wait();
+            dep.reset(None);
+            ins.join().unwrap()
+        });
+        for id in inserted.iter() {
+            assert_eq!(
+                dep.state(Some(id)).unwrap(),
+                State::Closed,
+                "round {round}: {id}"
+            );
+        }
+    }
+}
