@@ -15,7 +15,7 @@ use std::path::PathBuf;
 ///
 /// Build it with `Bank.from_yaml(text, clock=None)` or
 /// `Bank.load(path, clock=None)`; get a dependency with `bank["name"]`.
-#[pyclass(frozen, module = "breakerbank", name = "Bank")]
+#[pyclass(frozen, weakref, module = "breakerbank", name = "Bank")]
 pub struct PyBank {
     bank: Bank,
 }

@@ -30,7 +30,7 @@ enum Slot {
 /// Usable as a context manager: entering raises `DependencyUnavailable`
 /// (or `DeadlineExpired`) if not admitted; leaving records success, or the
 /// outcome of the exception by breakerbank's exception rule.
-#[pyclass(frozen, module = "breakerbank", name = "Decision")]
+#[pyclass(frozen, weakref, module = "breakerbank", name = "Decision")]
 #[derive(Debug)]
 pub struct PyDecision {
     dep: Dependency,

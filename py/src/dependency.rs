@@ -16,7 +16,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 ///
 /// Cheap to keep and share between threads; it stays valid as long as
 /// anything refers to it.
-#[pyclass(frozen, module = "breakerbank", name = "Dependency")]
+#[pyclass(frozen, weakref, module = "breakerbank", name = "Dependency")]
 #[derive(Debug)]
 pub struct PyDependency {
     pub(crate) dep: Dependency,
