@@ -4,12 +4,15 @@
 use crate::clock::PyManualClock;
 use crate::dependency::PyDependency;
 use crate::errors::{secs, Error};
+use crate::held::Listeners;
 use crate::time::instant_secs;
 use breakerbank::{Bank, Event, PartitionMetrics, Profile};
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyType};
 use std::path::PathBuf;
+use std::sync::{Arc, Once};
 
 /// A bank of circuit breakers: one per dependency and partition (C1).
 ///
@@ -18,6 +21,11 @@ use std::path::PathBuf;
 #[pyclass(frozen, weakref, module = "breakerbank", name = "Bank")]
 pub struct PyBank {
     bank: Bank,
+    /// The Python listeners; the core holds only a weak handle to them, so
+    /// the collector sees them here (see `held`).
+    listeners: Arc<Listeners>,
+    /// The core gets one dispatcher, subscribed with the first listener.
+    subscribed: Once,
 }
 
 impl std::fmt::Debug for PyBank {
@@ -36,7 +44,11 @@ fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank,
         Some(c) => Bank::with_clock(profile, c.get().inner.clone()),
         None => Bank::new(profile),
     };
-    Ok(PyBank { bank })
+    Ok(PyBank {
+        bank,
+        listeners: Arc::default(),
+        subscribed: Once::new(),
+    })
 }
 
 fn partition_dict<'py>(py: Python<'py>, p: &PartitionMetrics) -> PyResult<Bound<'py, PyDict>> {
@@ -131,13 +143,14 @@ impl PyBank {
         instant_secs(self.bank.now())
     }
 
-    fn __getitem__(&self, name: &str) -> Result<PyDependency, Error> {
-        self.bank
+    fn __getitem__(slf: &Bound<'_, Self>, name: &str) -> Result<PyDependency, Error> {
+        let this = slf.get();
+        this.bank
             .dependency(name)
-            .map(PyDependency::new)
+            .map(|dep| PyDependency::new(dep, slf.clone().unbind()))
             .ok_or_else(|| Error::UnknownDependency {
                 name: name.to_owned(),
-                known: self
+                known: this
                     .bank
                     .dependency_names()
                     .into_iter()
@@ -193,14 +206,24 @@ impl PyBank {
         if !listener.is_callable() {
             return Err(Error::Type("on_event(listener): listener must be callable".into()).into());
         }
-        let cb = listener.clone().unbind();
-        self.bank.subscribe(move |ev: &Event| {
-            // During interpreter shutdown there is nobody left to tell.
-            let _ = Python::try_attach(|py| {
-                let cb = cb.bind(py);
-                if let Err(e) = event_dict(py, ev).and_then(|d| cb.call1((d,))) {
-                    e.write_unraisable(py, Some(cb));
-                }
+        self.listeners.push(listener.clone().unbind());
+        self.subscribed.call_once(|| {
+            let listeners = Arc::downgrade(&self.listeners);
+            self.bank.subscribe(move |ev: &Event| {
+                // During interpreter shutdown there is nobody left to tell.
+                let _ = Python::try_attach(|py| {
+                    // Upgraded while attached: if the bank goes meanwhile,
+                    // the listeners are released here, where that is allowed.
+                    let Some(listeners) = listeners.upgrade() else {
+                        return;
+                    };
+                    for cb in listeners.snapshot(py) {
+                        let cb = cb.bind(py);
+                        if let Err(e) = event_dict(py, ev).and_then(|d| cb.call1((d,))) {
+                            e.write_unraisable(py, Some(cb));
+                        }
+                    }
+                });
             });
         });
         Ok(listener)
@@ -242,5 +265,15 @@ impl PyBank {
 
     fn __repr__(&self) -> String {
         format!("Bank(dependencies={:?})", self.bank.dependency_names())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.listeners.traverse(&visit)
+    }
+
+    /// Breaks a cycle through a listener: the bank is garbage, so nothing
+    /// is left to deliver its events to.
+    fn __clear__(&self) {
+        self.listeners.clear();
     }
 }

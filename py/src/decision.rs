@@ -5,11 +5,13 @@
 //! A decision dropped without an outcome records `cancelled` (C13), so no
 //! probe slot can leak.
 
+use crate::bank::PyBank;
 use crate::errors::{secs, Error};
 use crate::fallback::{serve, Cached, PyFallback};
 use crate::outcome;
 use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyTuple, PyType};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -34,6 +36,8 @@ enum Slot {
 #[derive(Debug)]
 pub struct PyDecision {
     dep: Dependency,
+    /// The bank `dep` belongs to, for the collector (see `held`).
+    bank: Py<PyBank>,
     tenant: Option<String>,
     deadline: Option<Instant>,
     probe: bool,
@@ -49,7 +53,9 @@ pub fn reason_str(r: RejectReason) -> &'static str {
 impl PyDecision {
     /// Runs one admission through the core.
     pub fn admit(
+        py: Python<'_>,
         dep: &Dependency,
+        bank: &Py<PyBank>,
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Self, Error> {
@@ -67,6 +73,7 @@ impl PyDecision {
         };
         Ok(Self {
             dep: dep.clone(),
+            bank: bank.clone_ref(py),
             tenant: tenant.map(str::to_owned),
             deadline,
             probe,
@@ -297,6 +304,10 @@ impl PyDecision {
             self.finish_with(py, exc)?;
         }
         Ok(false)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.bank)
     }
 
     fn __repr__(&self) -> String {

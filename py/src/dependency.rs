@@ -1,5 +1,6 @@
 //! `breakerbank.Dependency`: one dependency of a bank, resolved once.
 
+use crate::bank::PyBank;
 use crate::decision::PyDecision;
 use crate::errors::Error;
 use crate::fallback::{serve, Cached, PyFallback};
@@ -8,6 +9,7 @@ use crate::time::{instant_secs, opt_deadline};
 use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
@@ -20,6 +22,10 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 #[derive(Debug)]
 pub struct PyDependency {
     pub(crate) dep: Dependency,
+    /// The bank this handle came from. `dep` keeps the core, and so the
+    /// bank's listeners, alive; referring to the bank makes that visible to
+    /// the collector (see `held`).
+    bank: Py<PyBank>,
 }
 
 /// The keyword options of `call` / `acall`, taken out of `**kwargs`.
@@ -157,9 +163,9 @@ fn split<'py>(
 static ACALL_WITH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 impl PyDependency {
-    /// Wraps a resolved core dependency.
-    pub fn new(dep: Dependency) -> Self {
-        Self { dep }
+    /// Wraps a resolved core dependency of `bank`.
+    pub fn new(dep: Dependency, bank: Py<PyBank>) -> Self {
+        Self { dep, bank }
     }
 
     /// The body of `call` / `call_with`: admit, run, record, or fall back.
@@ -271,8 +277,13 @@ impl PyDependency {
 
     /// Asks to make one call. `deadline` is in seconds on the bank's clock.
     #[pyo3(signature = (tenant=None, deadline=None))]
-    fn admit(&self, tenant: Option<&str>, deadline: Option<f64>) -> Result<PyDecision, Error> {
-        PyDecision::admit(&self.dep, tenant, opt_deadline(deadline)?)
+    fn admit(
+        &self,
+        py: Python<'_>,
+        tenant: Option<&str>,
+        deadline: Option<f64>,
+    ) -> Result<PyDecision, Error> {
+        PyDecision::admit(py, &self.dep, &self.bank, tenant, opt_deadline(deadline)?)
     }
 
     /// Calls `fn(*args, **kwargs)` through the breaker: admitted → the call
@@ -416,6 +427,10 @@ impl PyDependency {
     #[pyo3(signature = (tenant=None))]
     fn force_open(&self, tenant: Option<&str>) {
         self.dep.force_open(tenant);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.bank)
     }
 
     fn __repr__(&self) -> String {
