@@ -181,6 +181,16 @@ impl PyDependency {
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // C17: refused before admission, so it counts against nothing (its
+        // TypeError would otherwise be recorded as the dependency failing).
+        if !f.is_callable() {
+            return Err(Error::Type(format!(
+                "the call through `{}` needs a callable, got {}",
+                self.dep.name(),
+                type_name(f)
+            ))
+            .into());
+        }
         let deadline: Option<Instant> = opt_deadline(deadline)?;
         let decision = self
             .dep
