@@ -10,6 +10,7 @@ use crate::errors::{secs, Error};
 use crate::fallback::{serve, Cached, PyFallback};
 use crate::outcome;
 use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
+use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -120,6 +121,17 @@ impl PyDecision {
     ) -> Result<&'static str, Error> {
         let outcome = match exc {
             None => Outcome::Success,
+            // Anything else is the caller's mistake, not a dependency
+            // failure: it records nothing and the permit stays usable.
+            Some(e) if !e.is_instance_of::<PyBaseException>() => {
+                return Err(Error::Type(format!(
+                    "an outcome for `{}` needs an exception instance or None, got {}",
+                    self.dep.name(),
+                    e.get_type()
+                        .name()
+                        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+                )));
+            }
             Some(e) => outcome::of_exception(py, &self.dep, e, self.deadline),
         };
         self.record(outcome)
@@ -208,7 +220,8 @@ impl PyDecision {
 
     /// Records the outcome of a call that returned (`exc=None`: success, or
     /// failure if it took at least `slow_call`) or raised `exc` (by the
-    /// exception rule); returns the outcome recorded.
+    /// exception rule); returns the outcome recorded. An `exc` that is not
+    /// an exception instance raises TypeError and records nothing.
     #[pyo3(signature = (exc=None))]
     fn finish(
         &self,

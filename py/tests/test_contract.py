@@ -711,6 +711,21 @@ def test_c13_recording_on_a_rejected_decision_is_an_error(bank: bb.Bank) -> None
         d.success()
 
 
+@pytest.mark.parametrize("not_an_exception", [5, "boom", Boom])
+def test_c13_finish_with_a_non_exception_raises_and_records_nothing(
+    bank: bb.Bank, not_an_exception: object
+) -> None:  # C13
+    pay = bank["payments_client"]
+    d = pay.admit(tenant="acme")
+    with pytest.raises(TypeError, match="exception"):
+        d.finish(not_an_exception)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="exception"):
+        d.__exit__(None, not_an_exception, None)  # type: ignore[arg-type]
+    assert d.outcome is None
+    assert metric(bank, "payments_client", "acme", "failures_total") == 0
+    assert d.finish(Boom()) == "failure"  # the permit is still there to record
+
+
 # --- C14 Metrics ----------------------------------------------------------------
 
 METRIC_NAMES = [
