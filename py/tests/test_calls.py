@@ -510,6 +510,32 @@ def test_guard_errors_at_decoration(bank: bb.Bank) -> None:
         bank.guard("rates_client", cache_key="eur")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("tenant", [5, b"acme", ("acme",)])
+def test_c9_guard_refuses_a_tenant_that_is_not_a_str(bank: bb.Bank, tenant: object) -> None:  # C9
+    calls: list[object] = []
+
+    @bank.guard("payments_client")
+    def charge(tenant: object) -> int:
+        calls.append(tenant)
+        return 1
+
+    @bank.guard("payments_client")
+    async def acharge(tenant: object) -> int:
+        calls.append(tenant)
+        return 1
+
+    pay = bank["payments_client"]
+    with pytest.raises(TypeError, match="tenant must be a str or None, got"):
+        pay.call(lambda: 1, tenant=tenant)
+    with pytest.raises(TypeError, match="tenant must be a str or None, got"):
+        charge(tenant)
+    with pytest.raises(TypeError, match="tenant must be a str or None, got"):
+        asyncio.run(acharge(tenant=tenant))
+    # Refused before admission: nothing called, no partition such as "5".
+    assert calls == []
+    assert bank.metrics()["payments_client"] == {}
+
+
 def test_guard_missing_tenant_at_call_is_tenant_required(bank: bb.Bank) -> None:  # C9
     @bank.guard("payments_client")
     def charge(tenant: str | None = None) -> int:
