@@ -4,7 +4,7 @@
 use crate::clock::PyManualClock;
 use crate::dependency::PyDependency;
 use crate::errors::{secs, Error};
-use crate::held::Listeners;
+use crate::held::{Listeners, Values};
 use crate::time::instant_secs;
 use breakerbank::{Bank, Event, PartitionMetrics, Profile};
 use pyo3::prelude::*;
@@ -26,6 +26,8 @@ pub struct PyBank {
     listeners: Arc<Listeners>,
     /// The core gets one dispatcher, subscribed with the first listener.
     subscribed: Once,
+    /// The stale caches' Python values; the core's caches hold tickets.
+    values: Arc<Values>,
 }
 
 impl std::fmt::Debug for PyBank {
@@ -33,6 +35,13 @@ impl std::fmt::Debug for PyBank {
         f.debug_struct("PyBank")
             .field("dependencies", &self.bank.dependency_names())
             .finish()
+    }
+}
+
+impl PyBank {
+    /// Where values for the core's stale caches are kept.
+    pub(crate) fn values(&self) -> &Arc<Values> {
+        &self.values
     }
 }
 
@@ -48,6 +57,7 @@ fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank,
         bank,
         listeners: Arc::default(),
         subscribed: Once::new(),
+        values: Arc::default(),
     })
 }
 
@@ -268,12 +278,14 @@ impl PyBank {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        self.listeners.traverse(&visit)
+        self.listeners.traverse(&visit)?;
+        self.values.traverse(&visit)
     }
 
-    /// Breaks a cycle through a listener: the bank is garbage, so nothing
-    /// is left to deliver its events to.
+    /// Breaks a cycle through a listener or a stale value: the bank is
+    /// garbage, so nothing is left to deliver events or serve values to.
     fn __clear__(&self) {
         self.listeners.clear();
+        self.values.clear();
     }
 }

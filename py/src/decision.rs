@@ -7,7 +7,7 @@
 
 use crate::bank::PyBank;
 use crate::errors::{secs, Error};
-use crate::fallback::{serve, Cached, PyFallback};
+use crate::fallback::{serve, PyFallback};
 use crate::outcome;
 use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
 use pyo3::exceptions::PyBaseException;
@@ -243,11 +243,9 @@ impl PyDecision {
     ) -> Result<&'static str, Error> {
         let outcome = self.finish_with(py, None)?;
         if outcome == "success" && self.dep.fallback().kind() == FallbackKind::Stale {
-            self.dep.cache_put(
-                self.tenant.as_deref(),
-                cache_key.unwrap_or(""),
-                Cached(value),
-            );
+            let cached = self.bank.get().values().put(value);
+            self.dep
+                .cache_put(self.tenant.as_deref(), cache_key.unwrap_or(""), cached);
         }
         Ok(outcome)
     }

@@ -3,7 +3,7 @@
 use crate::bank::PyBank;
 use crate::decision::PyDecision;
 use crate::errors::Error;
-use crate::fallback::{serve, Cached, PyFallback};
+use crate::fallback::{serve, PyFallback};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
 use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome};
@@ -210,11 +210,8 @@ impl PyDependency {
                         if counted == Outcome::Success
                             && self.dep.fallback().kind() == FallbackKind::Stale
                         {
-                            self.dep.cache_put(
-                                tenant,
-                                cache_key.unwrap_or(""),
-                                Cached(value.clone().unbind()),
-                            );
+                            let cached = self.bank.get().values().put(value.clone().unbind());
+                            self.dep.cache_put(tenant, cache_key.unwrap_or(""), cached);
                         }
                         Ok(value)
                     }
@@ -411,7 +408,8 @@ impl PyDependency {
     /// `key`), served by a `stale` fallback no older than `max_staleness`.
     #[pyo3(signature = (key, value, *, tenant=None))]
     fn cache_put(&self, key: &str, value: Py<PyAny>, tenant: Option<&str>) {
-        self.dep.cache_put(tenant, key, Cached(value));
+        let cached = self.bank.get().values().put(value);
+        self.dep.cache_put(tenant, key, cached);
     }
 
     /// "closed", "open", "half_open" or "forced_open". Asking never creates

@@ -107,6 +107,22 @@ def test_c3_stale_cache_key_none_is_a_key_of_its_own(bank: bb.Bank) -> None:  # 
     assert rates.call(boom) == "latest"
 
 
+def test_c3_a_replaced_or_unused_stale_value_is_released(bank: bb.Bank) -> None:  # C3
+    class Value:
+        pass
+
+    rates, email = bank["rates_client"], bank["email_client"]
+    old, new, unused = Value(), Value(), Value()
+    refs = [weakref.ref(old), weakref.ref(unused)]
+    rates.cache_put("eur", old)
+    email.cache_put("eur", unused)  # not a stale fallback: nothing is kept
+    rates.cache_put("eur", new)
+    del old, unused
+    assert [r() for r in refs] == [None, None]
+    trip(rates, failures=2)
+    assert rates.call(boom, cache_key="eur") is new
+
+
 def test_c3_profile_without_fallback_is_rejected() -> None:  # C3
     with pytest.raises(bb.ConfigError, match="fallback"):
         bb.Bank.from_yaml(profile(dep_yaml("payments_client", fallback=None)))
@@ -993,3 +1009,31 @@ def test_c16_listener_closing_over_a_dependency_or_decision_is_collected() -> No
         f"{event_threads() - baseline} event threads still alive"
     )
 
+
+
+@needs_proc
+def test_c3_stale_value_referring_to_its_bank_is_collected() -> None:  # C3, C16
+    # The stale cache lives in the core, like listeners: a value that refers
+    # back to its bank must not keep it (and its event thread) alive.
+    gc.collect()
+    baseline = event_threads()
+
+    class Quote:
+        def __init__(self, bank: bb.Bank) -> None:
+            self.bank = bank
+
+    def make() -> weakref.ref[bb.Bank]:
+        bank = bb.Bank.from_yaml(PROFILE, clock=bb.ManualClock())
+        bank.on_event(lambda ev: None)
+        rates = bank["rates_client"]
+        rates.call(lambda: Quote(bank), cache_key="eur")
+        rates.cache_put("gbp", [rates])
+        return weakref.ref(bank)
+
+    refs = [make() for _ in range(10)]
+    gc.collect()
+    alive = sum(r() is not None for r in refs)
+    assert alive == 0, f"{alive} of 10 banks still alive after gc.collect()"
+    assert settles(lambda: event_threads() <= baseline), (
+        f"{event_threads() - baseline} event threads still alive"
+    )
