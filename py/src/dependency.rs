@@ -23,8 +23,8 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 pub struct PyDependency {
     pub(crate) dep: Dependency,
     /// The bank this handle came from. `dep` keeps the core, and so the
-    /// bank's listeners, alive; referring to the bank makes that visible to
-    /// the collector (see `held`).
+    /// bank's listeners and stale values, alive; referring to the bank makes
+    /// that visible to the collector (see `held`).
     bank: Py<PyBank>,
 }
 
