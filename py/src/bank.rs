@@ -4,20 +4,30 @@
 use crate::clock::PyManualClock;
 use crate::dependency::PyDependency;
 use crate::errors::{secs, Error};
+use crate::held::{Listeners, Values};
 use crate::time::instant_secs;
 use breakerbank::{Bank, Event, PartitionMetrics, Profile};
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyType};
 use std::path::PathBuf;
+use std::sync::{Arc, Once};
 
 /// A bank of circuit breakers: one per dependency and partition (C1).
 ///
 /// Build it with `Bank.from_yaml(text, clock=None)` or
 /// `Bank.load(path, clock=None)`; get a dependency with `bank["name"]`.
-#[pyclass(frozen, module = "breakerbank", name = "Bank")]
+#[pyclass(frozen, weakref, module = "breakerbank", name = "Bank")]
 pub struct PyBank {
     bank: Bank,
+    /// The Python listeners; the core holds only a weak handle to them, so
+    /// the collector sees them here (see `held`).
+    listeners: Arc<Listeners>,
+    /// The core gets one dispatcher, subscribed with the first listener.
+    subscribed: Once,
+    /// The stale caches' Python values; the core's caches hold tickets.
+    values: Arc<Values>,
 }
 
 impl std::fmt::Debug for PyBank {
@@ -25,6 +35,13 @@ impl std::fmt::Debug for PyBank {
         f.debug_struct("PyBank")
             .field("dependencies", &self.bank.dependency_names())
             .finish()
+    }
+}
+
+impl PyBank {
+    /// Where values for the core's stale caches are kept.
+    pub(crate) fn values(&self) -> &Arc<Values> {
+        &self.values
     }
 }
 
@@ -36,7 +53,12 @@ fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank,
         Some(c) => Bank::with_clock(profile, c.get().inner.clone()),
         None => Bank::new(profile),
     };
-    Ok(PyBank { bank })
+    Ok(PyBank {
+        bank,
+        listeners: Arc::default(),
+        subscribed: Once::new(),
+        values: Arc::default(),
+    })
 }
 
 fn partition_dict<'py>(py: Python<'py>, p: &PartitionMetrics) -> PyResult<Bound<'py, PyDict>> {
@@ -131,13 +153,14 @@ impl PyBank {
         instant_secs(self.bank.now())
     }
 
-    fn __getitem__(&self, name: &str) -> Result<PyDependency, Error> {
-        self.bank
+    fn __getitem__(slf: &Bound<'_, Self>, name: &str) -> Result<PyDependency, Error> {
+        let this = slf.get();
+        this.bank
             .dependency(name)
-            .map(PyDependency::new)
+            .map(|dep| PyDependency::new(dep, slf.clone().unbind()))
             .ok_or_else(|| Error::UnknownDependency {
                 name: name.to_owned(),
-                known: self
+                known: this
                     .bank
                     .dependency_names()
                     .into_iter()
@@ -193,14 +216,24 @@ impl PyBank {
         if !listener.is_callable() {
             return Err(Error::Type("on_event(listener): listener must be callable".into()).into());
         }
-        let cb = listener.clone().unbind();
-        self.bank.subscribe(move |ev: &Event| {
-            // During interpreter shutdown there is nobody left to tell.
-            let _ = Python::try_attach(|py| {
-                let cb = cb.bind(py);
-                if let Err(e) = event_dict(py, ev).and_then(|d| cb.call1((d,))) {
-                    e.write_unraisable(py, Some(cb));
-                }
+        self.listeners.push(listener.clone().unbind());
+        self.subscribed.call_once(|| {
+            let listeners = Arc::downgrade(&self.listeners);
+            self.bank.subscribe(move |ev: &Event| {
+                // During interpreter shutdown there is nobody left to tell.
+                let _ = Python::try_attach(|py| {
+                    // Upgraded while attached: if the bank goes meanwhile,
+                    // the listeners are released here, where that is allowed.
+                    let Some(listeners) = listeners.upgrade() else {
+                        return;
+                    };
+                    for cb in listeners.snapshot(py) {
+                        let cb = cb.bind(py);
+                        if let Err(e) = event_dict(py, ev).and_then(|d| cb.call1((d,))) {
+                            e.write_unraisable(py, Some(cb));
+                        }
+                    }
+                });
             });
         });
         Ok(listener)
@@ -242,5 +275,17 @@ impl PyBank {
 
     fn __repr__(&self) -> String {
         format!("Bank(dependencies={:?})", self.bank.dependency_names())
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.listeners.traverse(&visit)?;
+        self.values.traverse(&visit)
+    }
+
+    /// Breaks a cycle through a listener or a stale value: the bank is
+    /// garbage, so nothing is left to deliver events or serve values to.
+    fn __clear__(&self) {
+        self.listeners.clear();
+        self.values.clear();
     }
 }

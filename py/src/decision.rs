@@ -5,11 +5,14 @@
 //! A decision dropped without an outcome records `cancelled` (C13), so no
 //! probe slot can leak.
 
+use crate::bank::PyBank;
 use crate::errors::{secs, Error};
-use crate::fallback::{serve, Cached, PyFallback};
+use crate::fallback::{serve, PyFallback};
 use crate::outcome;
 use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
+use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyTuple, PyType};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -30,10 +33,12 @@ enum Slot {
 /// Usable as a context manager: entering raises `DependencyUnavailable`
 /// (or `DeadlineExpired`) if not admitted; leaving records success, or the
 /// outcome of the exception by breakerbank's exception rule.
-#[pyclass(frozen, module = "breakerbank", name = "Decision")]
+#[pyclass(frozen, weakref, module = "breakerbank", name = "Decision")]
 #[derive(Debug)]
 pub struct PyDecision {
     dep: Dependency,
+    /// The bank `dep` belongs to, for the collector (see `held`).
+    bank: Py<PyBank>,
     tenant: Option<String>,
     deadline: Option<Instant>,
     probe: bool,
@@ -49,7 +54,9 @@ pub fn reason_str(r: RejectReason) -> &'static str {
 impl PyDecision {
     /// Runs one admission through the core.
     pub fn admit(
+        py: Python<'_>,
         dep: &Dependency,
+        bank: &Py<PyBank>,
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Self, Error> {
@@ -67,6 +74,7 @@ impl PyDecision {
         };
         Ok(Self {
             dep: dep.clone(),
+            bank: bank.clone_ref(py),
             tenant: tenant.map(str::to_owned),
             deadline,
             probe,
@@ -113,6 +121,17 @@ impl PyDecision {
     ) -> Result<&'static str, Error> {
         let outcome = match exc {
             None => Outcome::Success,
+            // Anything else is the caller's mistake, not a dependency
+            // failure: it records nothing and the permit stays usable.
+            Some(e) if !e.is_instance_of::<PyBaseException>() => {
+                return Err(Error::Type(format!(
+                    "an outcome for `{}` needs an exception instance or None, got {}",
+                    self.dep.name(),
+                    e.get_type()
+                        .name()
+                        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+                )));
+            }
             Some(e) => outcome::of_exception(py, &self.dep, e, self.deadline),
         };
         self.record(outcome)
@@ -201,7 +220,8 @@ impl PyDecision {
 
     /// Records the outcome of a call that returned (`exc=None`: success, or
     /// failure if it took at least `slow_call`) or raised `exc` (by the
-    /// exception rule); returns the outcome recorded.
+    /// exception rule); returns the outcome recorded. An `exc` that is not
+    /// an exception instance raises TypeError and records nothing.
     #[pyo3(signature = (exc=None))]
     fn finish(
         &self,
@@ -223,11 +243,9 @@ impl PyDecision {
     ) -> Result<&'static str, Error> {
         let outcome = self.finish_with(py, None)?;
         if outcome == "success" && self.dep.fallback().kind() == FallbackKind::Stale {
-            self.dep.cache_put(
-                self.tenant.as_deref(),
-                cache_key.unwrap_or(""),
-                Cached(value),
-            );
+            let cached = self.bank.get().values().put(value);
+            self.dep
+                .cache_put(self.tenant.as_deref(), cache_key.unwrap_or(""), cached);
         }
         Ok(outcome)
     }
@@ -297,6 +315,10 @@ impl PyDecision {
             self.finish_with(py, exc)?;
         }
         Ok(false)
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.bank)
     }
 
     fn __repr__(&self) -> String {

@@ -1,13 +1,15 @@
 //! `breakerbank.Dependency`: one dependency of a bank, resolved once.
 
+use crate::bank::PyBank;
 use crate::decision::PyDecision;
 use crate::errors::Error;
-use crate::fallback::{serve, Cached, PyFallback};
+use crate::fallback::{serve, PyFallback};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
 use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
@@ -16,10 +18,14 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 ///
 /// Cheap to keep and share between threads; it stays valid as long as
 /// anything refers to it.
-#[pyclass(frozen, module = "breakerbank", name = "Dependency")]
+#[pyclass(frozen, weakref, module = "breakerbank", name = "Dependency")]
 #[derive(Debug)]
 pub struct PyDependency {
     pub(crate) dep: Dependency,
+    /// The bank this handle came from. `dep` keeps the core, and so the
+    /// bank's listeners and stale values, alive; referring to the bank makes
+    /// that visible to the collector (see `held`).
+    bank: Py<PyBank>,
 }
 
 /// The keyword options of `call` / `acall`, taken out of `**kwargs`.
@@ -157,9 +163,9 @@ fn split<'py>(
 static ACALL_WITH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 impl PyDependency {
-    /// Wraps a resolved core dependency.
-    pub fn new(dep: Dependency) -> Self {
-        Self { dep }
+    /// Wraps a resolved core dependency of `bank`.
+    pub fn new(dep: Dependency, bank: Py<PyBank>) -> Self {
+        Self { dep, bank }
     }
 
     /// The body of `call` / `call_with`: admit, run, record, or fall back.
@@ -175,6 +181,16 @@ impl PyDependency {
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        // C17: refused before admission, so it counts against nothing (its
+        // TypeError would otherwise be recorded as the dependency failing).
+        if !f.is_callable() {
+            return Err(Error::Type(format!(
+                "the call through `{}` needs a callable, got {}",
+                self.dep.name(),
+                type_name(f)
+            ))
+            .into());
+        }
         let deadline: Option<Instant> = opt_deadline(deadline)?;
         let decision = self
             .dep
@@ -194,11 +210,8 @@ impl PyDependency {
                         if counted == Outcome::Success
                             && self.dep.fallback().kind() == FallbackKind::Stale
                         {
-                            self.dep.cache_put(
-                                tenant,
-                                cache_key.unwrap_or(""),
-                                Cached(value.clone().unbind()),
-                            );
+                            let cached = self.bank.get().values().put(value.clone().unbind());
+                            self.dep.cache_put(tenant, cache_key.unwrap_or(""), cached);
                         }
                         Ok(value)
                     }
@@ -271,8 +284,13 @@ impl PyDependency {
 
     /// Asks to make one call. `deadline` is in seconds on the bank's clock.
     #[pyo3(signature = (tenant=None, deadline=None))]
-    fn admit(&self, tenant: Option<&str>, deadline: Option<f64>) -> Result<PyDecision, Error> {
-        PyDecision::admit(&self.dep, tenant, opt_deadline(deadline)?)
+    fn admit(
+        &self,
+        py: Python<'_>,
+        tenant: Option<&str>,
+        deadline: Option<f64>,
+    ) -> Result<PyDecision, Error> {
+        PyDecision::admit(py, &self.dep, &self.bank, tenant, opt_deadline(deadline)?)
     }
 
     /// Calls `fn(*args, **kwargs)` through the breaker: admitted → the call
@@ -390,7 +408,8 @@ impl PyDependency {
     /// `key`), served by a `stale` fallback no older than `max_staleness`.
     #[pyo3(signature = (key, value, *, tenant=None))]
     fn cache_put(&self, key: &str, value: Py<PyAny>, tenant: Option<&str>) {
-        self.dep.cache_put(tenant, key, Cached(value));
+        let cached = self.bank.get().values().put(value);
+        self.dep.cache_put(tenant, key, cached);
     }
 
     /// "closed", "open", "half_open" or "forced_open". Asking never creates
@@ -416,6 +435,10 @@ impl PyDependency {
     #[pyo3(signature = (tenant=None))]
     fn force_open(&self, tenant: Option<&str>) {
         self.dep.force_open(tenant);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.bank)
     }
 
     fn __repr__(&self) -> String {

@@ -3,22 +3,11 @@
 //! `Dependency::serve_fallback`; this module only hands it Python values.
 
 use crate::errors::Error;
+use crate::held::Cached;
 use breakerbank::{Dependency, RejectReason, Rejection};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-
-/// A Python object kept in the core's stale cache.
-///
-/// The cache clones what it serves; cloning a Python reference needs the
-/// interpreter, which the serving thread is attached to.
-pub struct Cached(pub Py<PyAny>);
-
-impl Clone for Cached {
-    fn clone(&self) -> Self {
-        Python::attach(|py| Cached(self.0.clone_ref(py)))
-    }
-}
 
 /// `breakerbank.Fallback`: the fallback a dependency declares.
 #[pyclass(frozen, eq, module = "breakerbank", name = "Fallback")]
@@ -118,7 +107,7 @@ pub fn serve<'py>(
         let raised = &mut raised;
         move || -> Option<Cached> {
             match f.call(args, kwargs) {
-                Ok(v) => Some(Cached(v.unbind())),
+                Ok(v) => Some(Cached::fresh(v.unbind())),
                 Err(e) => {
                     *raised = Some(e);
                     None
@@ -129,7 +118,11 @@ pub fn serve<'py>(
     // `cache_key=None` is a key of its own (""), as when the value was stored.
     let key = Some(cache_key.unwrap_or(""));
     match dep.serve_fallback(tenant, rejection, key, degraded) {
-        Ok(v) => Ok(v.0.into_bound(py)),
+        Ok(v) => match v.value(py) {
+            Some(v) => Ok(v.into_bound(py)),
+            // The bank's values were cleared: it is being collected.
+            None => Err(Error::Unavailable(dep.unavailable(tenant, rejection)).into()),
+        },
         Err(unavailable) => {
             let err = PyErr::from(Error::Unavailable(unavailable));
             if let Some(cause) = raised {

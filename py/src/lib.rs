@@ -16,6 +16,7 @@ mod decision;
 mod dependency;
 mod errors;
 mod fallback;
+mod held;
 mod outcome;
 mod time;
 

@@ -7,7 +7,7 @@ import asyncio
 import inspect
 
 import pytest
-from conftest import PROFILE, Boom, boom, fail, metric, trip
+from conftest import PROFILE, Boom, boom, dep_yaml, fail, metric, trip
 
 import breakerbank as bb
 
@@ -186,10 +186,42 @@ def test_call_bad_options_are_clear_errors(bank: bb.Bank, kwargs: dict, error: t
 def test_call_needs_a_callable(bank: bb.Bank) -> None:
     with pytest.raises(TypeError, match="callable"):
         bank["payments_client"].call()
-    with pytest.raises(TypeError):
-        bank["payments_client"].call(42, tenant="acme")
-    # not callable: a failure of the caller's code path, recorded as failure
-    assert metric(bank, "payments_client", "acme", "failures_total") == 1
+
+
+def test_c17_a_non_callable_is_refused_before_admission(make_bank) -> None:  # C17
+    bank = make_bank(dep_yaml("payments_client", trip="{consecutive_failures: 1}"))
+    pay = bank["payments_client"]
+    with pytest.raises(TypeError, match="callable"):
+        pay.call(5, tenant="acme")
+    with pytest.raises(TypeError, match="callable"):
+        pay.call_with(5, tenant="acme")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="callable"):
+        pay.acall(5, tenant="acme")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="callable"):
+        pay.acall_with(5, tenant="acme")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="callable"):
+        bank.guard("payments_client")(5)
+    # Never admitted: no partition, nothing counted, the breaker still closed.
+    assert pay.state(tenant="acme") == "closed"
+    assert "acme" not in bank.metrics()["payments_client"]
+    assert pay.call(lambda: "ok", tenant="acme") == "ok"
+
+
+def test_c17_a_non_callable_takes_no_probe_slot(make_bank, clock: bb.ManualClock) -> None:  # C17, C7
+    bank = make_bank(
+        dep_yaml(
+            "payments_client",
+            trip="{consecutive_failures: 1}",
+            half_open="{probe_budget: 1, success_threshold: 1}",
+        )
+    )
+    pay = bank["payments_client"]
+    fail(pay, 1, "acme")
+    clock.advance(30)
+    with pytest.raises(TypeError, match="callable"):
+        pay.call(5, tenant="acme")
+    assert pay.call(lambda: "ok", tenant="acme") == "ok"  # the one probe was still free
+    assert pay.state(tenant="acme") == "closed"
 
 
 def test_deadline_in_the_future_is_admitted(bank: bb.Bank, clock: bb.ManualClock) -> None:  # C10
@@ -476,6 +508,32 @@ def test_guard_errors_at_decoration(bank: bb.Bank) -> None:
         bank.guard("payments_client", tenant_arg=None)(lambda: 1)
     with pytest.raises(TypeError, match="cache_key"):
         bank.guard("rates_client", cache_key="eur")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tenant", [5, b"acme", ("acme",)])
+def test_c9_guard_refuses_a_tenant_that_is_not_a_str(bank: bb.Bank, tenant: object) -> None:  # C9
+    calls: list[object] = []
+
+    @bank.guard("payments_client")
+    def charge(tenant: object) -> int:
+        calls.append(tenant)
+        return 1
+
+    @bank.guard("payments_client")
+    async def acharge(tenant: object) -> int:
+        calls.append(tenant)
+        return 1
+
+    pay = bank["payments_client"]
+    with pytest.raises(TypeError, match="tenant must be a str or None, got"):
+        pay.call(lambda: 1, tenant=tenant)
+    with pytest.raises(TypeError, match="tenant must be a str or None, got"):
+        charge(tenant)
+    with pytest.raises(TypeError, match="tenant must be a str or None, got"):
+        asyncio.run(acharge(tenant=tenant))
+    # Refused before admission: nothing called, no partition such as "5".
+    assert calls == []
+    assert bank.metrics()["payments_client"] == {}
 
 
 def test_guard_missing_tenant_at_call_is_tenant_required(bank: bb.Bank) -> None:  # C9

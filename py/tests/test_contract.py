@@ -1,14 +1,19 @@
 """Every clause of CONTRACT.md, reached through the Python API only.
 
 Each test names its clause (`c7_...`) and says `# C7`. Time is a ManualClock:
-nothing here sleeps.
+nothing here sleeps on the clock; the garbage-collection tests poll the
+process's thread list, with a bound.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import threading
+import time
+import weakref
+from collections.abc import Callable
 
 import pytest
 from conftest import PROFILE, Boom, boom, dep_yaml, fail, metric, profile, trip
@@ -100,6 +105,22 @@ def test_c3_stale_cache_key_none_is_a_key_of_its_own(bank: bb.Bank) -> None:  # 
     rates.call(lambda: "latest")
     fail(rates, 2)
     assert rates.call(boom) == "latest"
+
+
+def test_c3_a_replaced_or_unused_stale_value_is_released(bank: bb.Bank) -> None:  # C3
+    class Value:
+        pass
+
+    rates, email = bank["rates_client"], bank["email_client"]
+    old, new, unused = Value(), Value(), Value()
+    refs = [weakref.ref(old), weakref.ref(unused)]
+    rates.cache_put("eur", old)
+    email.cache_put("eur", unused)  # not a stale fallback: nothing is kept
+    rates.cache_put("eur", new)
+    del old, unused
+    assert [r() for r in refs] == [None, None]
+    trip(rates, failures=2)
+    assert rates.call(boom, cache_key="eur") is new
 
 
 def test_c3_profile_without_fallback_is_rejected() -> None:  # C3
@@ -706,6 +727,21 @@ def test_c13_recording_on_a_rejected_decision_is_an_error(bank: bb.Bank) -> None
         d.success()
 
 
+@pytest.mark.parametrize("not_an_exception", [5, "boom", Boom])
+def test_c13_finish_with_a_non_exception_raises_and_records_nothing(
+    bank: bb.Bank, not_an_exception: object
+) -> None:  # C13
+    pay = bank["payments_client"]
+    d = pay.admit(tenant="acme")
+    with pytest.raises(TypeError, match="exception"):
+        d.finish(not_an_exception)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="exception"):
+        d.__exit__(None, not_an_exception, None)  # type: ignore[arg-type]
+    assert d.outcome is None
+    assert metric(bank, "payments_client", "acme", "failures_total") == 0
+    assert d.finish(Boom()) == "failure"  # the permit is still there to record
+
+
 # --- C14 Metrics ----------------------------------------------------------------
 
 METRIC_NAMES = [
@@ -893,3 +929,111 @@ def test_c16_listener_errors_are_reported_not_raised(
 def test_c16_on_event_needs_a_callable(bank: bb.Bank) -> None:  # C16
     with pytest.raises(TypeError):
         bank.on_event(42)  # type: ignore[type-var]
+
+
+EVENT_THREAD = "breakerbank-ev"  # the dispatcher's name, as /proc truncates it
+
+
+def event_threads() -> int:
+    """The process's live event dispatcher threads (an OS-level count:
+    `threading` does not list threads started by Rust)."""
+    n = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                n += f.read().startswith(EVENT_THREAD)
+        except OSError:  # the thread ended while we looked
+            pass
+    return n
+
+
+def settles(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Polls `predicate` until it holds or `timeout` seconds pass."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+needs_proc = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="counts threads through /proc"
+)
+
+
+@needs_proc
+def test_c16_bank_with_self_referencing_listener_is_collected() -> None:  # C16
+    gc.collect()
+    baseline = event_threads()
+
+    def make() -> weakref.ref[bb.Bank]:
+        bank = bb.Bank.from_yaml(PROFILE, clock=bb.ManualClock())
+
+        def listener(ev: dict) -> None:
+            bank.metrics()
+
+        bank.on_event(listener)
+        return weakref.ref(bank)
+
+    refs = [make() for _ in range(30)]
+    # A thread names itself once it runs, so even the count up is polled.
+    assert settles(lambda: event_threads() >= baseline + 30)
+    gc.collect()
+    alive = sum(r() is not None for r in refs)
+    assert alive == 0, f"{alive} of 30 banks still alive after gc.collect()"
+    assert settles(lambda: event_threads() <= baseline), (
+        f"{event_threads() - baseline} event threads still alive"
+    )
+
+
+@needs_proc
+def test_c16_listener_closing_over_a_dependency_or_decision_is_collected() -> None:  # C16
+    # The bank itself is gone; its dependency and an unrecorded decision keep
+    # the core (and so the listener) alive, and the listener keeps them.
+    gc.collect()
+    baseline = event_threads()
+
+    def make() -> list[weakref.ref[object]]:
+        bank = bb.Bank.from_yaml(PROFILE, clock=bb.ManualClock())
+        pay = bank["payments_client"]
+        pending = pay.admit(tenant="acme")
+        bank.on_event(lambda ev: (pay.state(tenant="acme"), pending.outcome))
+        return [weakref.ref(bank), weakref.ref(pay), weakref.ref(pending)]
+
+    refs = [r for _ in range(10) for r in make()]
+    gc.collect()
+    alive = [type(o).__name__ for o in (r() for r in refs) if o is not None]
+    assert alive == [], f"still alive after gc.collect(): {alive}"
+    assert settles(lambda: event_threads() <= baseline), (
+        f"{event_threads() - baseline} event threads still alive"
+    )
+
+
+
+@needs_proc
+def test_c3_stale_value_referring_to_its_bank_is_collected() -> None:  # C3, C16
+    # The stale cache lives in the core, like listeners: a value that refers
+    # back to its bank must not keep it (and its event thread) alive.
+    gc.collect()
+    baseline = event_threads()
+
+    class Quote:
+        def __init__(self, bank: bb.Bank) -> None:
+            self.bank = bank
+
+    def make() -> weakref.ref[bb.Bank]:
+        bank = bb.Bank.from_yaml(PROFILE, clock=bb.ManualClock())
+        bank.on_event(lambda ev: None)
+        rates = bank["rates_client"]
+        rates.call(lambda: Quote(bank), cache_key="eur")
+        rates.cache_put("gbp", [rates])
+        return weakref.ref(bank)
+
+    refs = [make() for _ in range(10)]
+    gc.collect()
+    alive = sum(r() is not None for r in refs)
+    assert alive == 0, f"{alive} of 10 banks still alive after gc.collect()"
+    assert settles(lambda: event_threads() <= baseline), (
+        f"{event_threads() - baseline} event threads still alive"
+    )

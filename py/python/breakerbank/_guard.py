@@ -86,7 +86,14 @@ def guard(
         get_tenant = _tenant_getter(fn, tenant_arg, dependency, tenant_scoped)
 
         def options(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str | None, str | None]:
-            tenant = _as_key(get_tenant(args, kwargs))
+            tenant = get_tenant(args, kwargs)
+            if tenant is not None and not isinstance(tenant, str):
+                # As Dependency.call: str(5) or str(b"acme") would silently
+                # name another tenant's partition (C9).
+                raise TypeError(
+                    f"tenant must be a str or None, got {type(tenant).__name__} "
+                    f"(argument {tenant_arg!r} of @guard({dependency!r}))"
+                )
             key = None if cache_key is None else _as_key(cache_key(*args, **kwargs))
             return tenant, key
 
