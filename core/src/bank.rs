@@ -820,7 +820,14 @@ impl Dependency {
         let mut lost = 0u32;
         loop {
             if target.overflow {
-                bump(&target.part.stats().partition_overflow_total);
+                let stats = target.part.stats();
+                bump(&stats.partition_overflow_total);
+                if let (Some(name), Some(t)) = (tenant, &inner.table) {
+                    if t.is_forced(name) {
+                        stats.hot(Hot::ForcedOpen);
+                        return Answer::rejected(RejectReason::ForcedOpen, None);
+                    }
+                }
             }
             let owner = target.owner;
             let part = target.part;
@@ -1170,7 +1177,9 @@ impl Dependency {
             (Parts::Global(p), _) => State::from_phase(self.phase_now(p)),
             (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
                 Some(r) => State::from_phase(self.phase_now(r.part)),
-                None if t.forced_all.load(Ordering::Acquire) => State::ForcedOpen,
+                None if t.forced_all.load(Ordering::Acquire) || t.is_forced(name) => {
+                    State::ForcedOpen
+                }
                 None => State::Closed,
             },
             (Parts::Tenant(..), None) => State::Closed,
@@ -1197,31 +1206,50 @@ impl Dependency {
             EventKind::ForcedOpen => machine::force_open,
             _ => machine::reset,
         };
-        let apply = |slot: u32, part: &Partition, owner: Owner| {
-            if let Some(t) = part.cell.operate(action, |w| part.owned_by(w, owner)) {
-                self.on_transition(slot, part, &t, kind);
+        // Whether the action was applied: not when the slot changed owner
+        // between the lookup and the CAS.
+        let apply = |slot: u32, part: &Partition, owner: Owner| -> bool {
+            match part.cell.operate(action, |w| part.owned_by(w, owner)) {
+                Some(t) => {
+                    self.on_transition(slot, part, &t, kind);
+                    true
+                }
+                None => false,
             }
         };
         match (self.parts(), tenant.filter(|t| !t.is_empty())) {
-            (Parts::Global(p), _) => apply(0, p, NO_OWNER),
+            (Parts::Global(p), _) => {
+                apply(0, p, NO_OWNER);
+            }
+            (Parts::Tenant(t, _), Some(name)) if kind == EventKind::ForcedOpen => loop {
+                // Forcing a tenant open isolates that tenant alone: its own
+                // partition, made if need be. Resolved again if its slot
+                // changes owner under the action (each such loss is another
+                // thread's progress).
+                let target = self.target(Some(name));
+                if target.overflow {
+                    // No room for it: remembered, refused from the overflow
+                    // and forced when it gets a partition; never the shared
+                    // overflow partition (that would isolate innocent tenants).
+                    t.set_forced(name, true);
+                    self.announce(kind, name.to_string());
+                    return;
+                }
+                if apply(target.slot, target.part, target.owner) {
+                    return;
+                }
+            },
             (Parts::Tenant(t, _), Some(name)) => {
-                let target = match kind {
-                    // Forcing an unseen tenant open must isolate it: create it.
-                    EventKind::ForcedOpen => self.target(Some(name)),
-                    _ => match t.lookup(name) {
-                        Some(r) => Target {
-                            slot: r.slot,
-                            part: r.part,
-                            owner: r.owner,
-                            overflow: false,
-                            made_closed: false,
-                        },
-                        None => return,
-                    },
-                };
-                apply(target.slot, target.part, target.owner);
+                t.set_forced(name, false);
+                // Evicted meanwhile: fresh, which is what a reset makes.
+                if let Some(r) = t.lookup(name) {
+                    apply(r.slot, r.part, r.owner);
+                }
             }
             (Parts::Tenant(t, zero), None) => {
+                if kind == EventKind::Reset {
+                    t.clear_forced();
+                }
                 // SeqCst, and the fence: an insert racing this walk sees
                 // the flag or is seen by the walk (`Table::settle_forced`).
                 t.forced_all
@@ -1233,6 +1261,20 @@ impl Dependency {
                 apply(0, zero, NO_OWNER);
             }
         }
+    }
+
+    /// An operator action's event for a tenant that has no partition.
+    fn announce(&self, kind: EventKind, partition: String) {
+        let inner = &*self.inner;
+        let at = inner.clock.now();
+        inner.events.emit(|| Event {
+            kind,
+            dependency: inner.config.name.clone(),
+            partition,
+            at,
+            from: Some(State::Closed),
+            to: Some(State::ForcedOpen),
+        });
     }
 
     /// Forces a partition closed: new generation, counters cleared (C11).

@@ -1246,7 +1246,18 @@ pub(crate) struct Table {
     spare: AtomicUsize,
     /// `force_open(None)`: tenants first seen afterwards start forced open.
     pub(crate) forced_all: AtomicBool,
+    /// Tenants forced open one by one while they had no partition (the
+    /// table was full of partitions that cannot be evicted): their calls
+    /// are refused from the overflow, and a partition they get later
+    /// starts forced open, until a reset (C11). Copied on write, read by
+    /// epoch; `forced_count` spares the read while it is empty.
+    forced: epoch::Atomic<ForcedKeys>,
+    forced_count: AtomicUsize,
 }
+
+/// The key words of tenants forced open one by one (see `Table::forced`).
+#[derive(Clone, Default)]
+struct ForcedKeys(hashbrown::HashSet<Key, foldhash::fast::FixedState>);
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1267,6 +1278,13 @@ impl Drop for Table {
                 // SAFETY: unreachable now; nobody else can load it.
                 drop(unsafe { p.into_owned() });
             }
+        }
+        let p = self
+            .forced
+            .swap(epoch::Shared::null(), Ordering::Acquire, guard);
+        if !p.is_null() {
+            // SAFETY: as for the shards.
+            drop(unsafe { p.into_owned() });
         }
     }
 }
@@ -1301,7 +1319,83 @@ impl Table {
             cursor: AtomicUsize::new(0),
             spare: AtomicUsize::new(0),
             forced_all: AtomicBool::new(false),
+            forced: epoch::Atomic::new(ForcedKeys::default()),
+            forced_count: AtomicUsize::new(0),
         }
+    }
+
+    /// Whether `tenant` was forced open one by one (see `Table::forced`).
+    pub(crate) fn is_forced(&self, tenant: &str) -> bool {
+        self.key_is_forced(self.key_words(tenant))
+    }
+
+    fn key_is_forced(&self, key: Key) -> bool {
+        // SeqCst: ordered with `settle_forced`'s fence like `forced_all`.
+        if self.forced_count.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let guard = epoch::pin();
+        // Acquire: see the set as published.
+        let set = self.forced.load(Ordering::Acquire, &guard);
+        // SAFETY: never null while the table lives (replaced, never
+        // cleared, before Drop); the guard keeps this one alive.
+        unsafe { set.deref() }.0.contains(&key)
+    }
+
+    /// Marks `tenant` forced open one by one, or unmarks it (`on` false).
+    /// Operator paths only: the set is copied on every change.
+    pub(crate) fn set_forced(&self, tenant: &str, on: bool) {
+        let key = self.key_words(tenant);
+        let guard = epoch::pin();
+        loop {
+            // Acquire: see the set we copy.
+            let cur = self.forced.load(Ordering::Acquire, &guard);
+            // SAFETY: see `key_is_forced`.
+            let set = unsafe { cur.deref() };
+            if set.0.contains(&key) == on {
+                return;
+            }
+            let mut next = set.clone();
+            if on {
+                next.0.insert(key);
+            } else {
+                next.0.remove(&key);
+            }
+            let n = next.0.len();
+            // AcqRel: publish the new set / see a competing one.
+            if self
+                .forced
+                .compare_exchange(
+                    cur,
+                    epoch::Owned::new(next),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    &guard,
+                )
+                .is_ok()
+            {
+                // SAFETY: `cur` is unlinked; pinned readers may still see it.
+                unsafe { guard.defer_destroy(cur) };
+                // SeqCst: see `key_is_forced`.
+                self.forced_count.store(n, Ordering::SeqCst);
+                crate::sync::fence(Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+
+    /// Forgets every tenant forced one by one (a reset of all).
+    pub(crate) fn clear_forced(&self) {
+        let guard = epoch::pin();
+        // AcqRel: as in `set_forced`.
+        let old = self.forced.swap(
+            epoch::Owned::new(ForcedKeys::default()),
+            Ordering::AcqRel,
+            &guard,
+        );
+        // SAFETY: `old` is unlinked; pinned readers may still see it.
+        unsafe { guard.defer_destroy(old) };
+        self.forced_count.store(0, Ordering::SeqCst);
     }
 
     /// A tenant's hash, as every path computes it.
@@ -1578,7 +1672,7 @@ impl Table {
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
             part.set_owner(key, tick, self.window);
-            let phase = if self.forced_all.load(Ordering::Acquire) {
+            let phase = if self.forced_all.load(Ordering::Acquire) || self.key_is_forced(key) {
                 Phase::ForcedOpen
             } else {
                 Phase::Closed
@@ -1586,7 +1680,7 @@ impl Table {
             let fresh = part.cell.hand_over(phase);
             if self.publish(Entry::new(hash, tenant, short, slot), key) {
                 self.remember(hash, key, slot);
-                let fresh = self.settle_forced(part, fresh);
+                let fresh = self.settle_forced(part, fresh, key);
                 return Some(Resolved {
                     made_closed: fresh.phase() == Phase::Closed,
                     ..Resolved::seen(slot, part, key, fresh)
@@ -1606,8 +1700,8 @@ impl Table {
     }
 
     /// A tenant just published with word `fresh`, made closed or forced
-    /// open after `forced_all` as the insert read it, brought in line with
-    /// the flag as it is now (C11). A dependency-wide `force_open` or
+    /// open after `forced_all` (and the tenant's own entry in `forced`) as
+    /// the insert read it, brought in line with them as they are now (C11). A dependency-wide `force_open` or
     /// `reset` stores the flag, then (after a `SeqCst` fence) walks the
     /// live partitions; an insert stores its word and publishes it, then
     /// (after a `SeqCst` fence) reads the flag here. By the fences, the
@@ -1615,10 +1709,10 @@ impl Table {
     /// action racing an insert is never lost. Applied only while the
     /// partition is still in the episode it was made in; anything since
     /// (the walk's own action included) already decided for it.
-    fn settle_forced(&self, part: &Partition, fresh: Word) -> Word {
+    fn settle_forced(&self, part: &Partition, fresh: Word, key: Key) -> Word {
         crate::sync::fence(Ordering::SeqCst);
         // SeqCst: see above.
-        let want = if self.forced_all.load(Ordering::SeqCst) {
+        let want = if self.forced_all.load(Ordering::SeqCst) || self.key_is_forced(key) {
             Phase::ForcedOpen
         } else {
             Phase::Closed

@@ -184,3 +184,64 @@ fn c11_force_open_and_reset_of_all_never_miss_a_tenant_inserted_meanwhile() {
         }
     }
 }
+
+#[test]
+fn c11_c9_forcing_a_tenant_served_by_the_overflow_isolates_that_tenant_alone() {
+    let bank = tenant_bank(1, 1);
+    let dep = bank.dependency("payments_client").unwrap();
+    fail(&dep, Some("a"), 1); // open: the only partition, not evictable
+    assert_eq!(dep.partition_of(Some("b")), "<overflow>");
+    dep.force_open(Some("b"));
+    assert_eq!(dep.state(Some("b")).unwrap(), State::ForcedOpen);
+    let r = rejected(dep.admit(Some("b"), None).unwrap());
+    assert_eq!(r.reason, breakerbank::RejectReason::ForcedOpen);
+    // Another tenant of the overflow is not isolated with it.
+    admitted(dep.admit(Some("c"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.state(Some("c")).unwrap(), State::Closed);
+    // b gets a partition of its own once there is room: still forced.
+    dep.reset(Some("a"));
+    let r = rejected(dep.admit(Some("b"), None).unwrap());
+    assert_eq!(r.reason, breakerbank::RejectReason::ForcedOpen);
+    assert_eq!(dep.partition_of(Some("b")), "b");
+    // Until its reset.
+    dep.reset(Some("b"));
+    assert_eq!(dep.state(Some("b")).unwrap(), State::Closed);
+    admitted(dep.admit(Some("b"), None).unwrap()).record(Outcome::Success);
+    // A reset while it is served by the overflow ends it too.
+    let bank = tenant_bank(1, 1);
+    let dep = bank.dependency("payments_client").unwrap();
+    fail(&dep, Some("a"), 1);
+    dep.force_open(Some("b"));
+    dep.reset(Some("b"));
+    assert_eq!(dep.state(Some("b")).unwrap(), State::Closed);
+    admitted(dep.admit(Some("b"), None).unwrap()).record(Outcome::Success);
+}
+
+#[test]
+fn c11_forcing_a_tenant_open_holds_while_its_slot_changes_owner() {
+    for round in 0..300 {
+        let bank = tenant_bank(3, 1);
+        let dep = bank.dependency("payments_client").unwrap();
+        admitted(dep.admit(Some("a"), None).unwrap()).record(Outcome::Success);
+        let gate = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                gate.wait();
+                for i in 0..4 {
+                    let id = format!("n{i}");
+                    if let breakerbank::Decision::Admitted(p) = dep.admit(Some(&id), None).unwrap()
+                    {
+                        p.record(Outcome::Success);
+                    }
+                }
+            });
+            gate.wait();
+            dep.force_open(Some("a"));
+        });
+        assert_eq!(
+            dep.state(Some("a")).unwrap(),
+            State::ForcedOpen,
+            "round {round}"
+        );
+    }
+}
