@@ -1002,12 +1002,12 @@ impl Dependency {
             }
         }
         let mut trip = false;
-        if let (Some((rate, min_calls)), Some(window), false) =
-            (inner.rate, part.window(), permit.probe)
+        if let (Some((rate, min_calls)), false, false) =
+            (inner.rate, permit.probe, verdict == Verdict::Cancelled)
         {
-            if verdict != Verdict::Cancelled {
-                let w = part.cell.load();
-                if w.phase() == Phase::Closed && w.generation() == permit.generation {
+            let w = part.cell.load();
+            if w.phase() == Phase::Closed && w.generation() == permit.generation {
+                let judge = |window: &Window| {
                     // A bucket is window / 10 wide: a coarse reading picks
                     // it well enough once buckets are ≥ 10 ms.
                     let now = if window.coarse_ok() {
@@ -1016,9 +1016,20 @@ impl Dependency {
                         inner.clock.now()
                     }
                     .as_nanos();
-                    trip =
-                        window.record_and_judge(now, verdict == Verdict::Failure, rate, min_calls);
-                }
+                    window.record_and_judge(now, verdict == Verdict::Failure, rate, min_calls)
+                };
+                trip = match part.window() {
+                    Some(window) => judge(window),
+                    // A tenant slot's window of this permit's episode, or
+                    // none: a window of a later episode (the word moved on
+                    // since the load above) is not this record's to count
+                    // in; the cell then finds the record late.
+                    None => part
+                        .with_episode_window(|window| {
+                            window.episode == permit.generation && judge(window)
+                        })
+                        .unwrap_or(false),
+                };
             }
         }
         self.apply(permit, part, verdict, trip)

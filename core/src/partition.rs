@@ -122,6 +122,9 @@ pub(crate) struct Window {
     /// epoch, that cannot raise it to the threshold even if no success
     /// came between, so they need not sum the window again.
     spare: AtomicU64,
+    /// For a tenant slot's window, the generation of the closed episode
+    /// it counts (see `Cold::episodes`); `u64::MAX` otherwise.
+    pub(crate) episode: u64,
 }
 
 // The `spare` word: version (bits 36..64) | bucket epoch (12..36) | passes
@@ -188,7 +191,22 @@ impl Window {
                 .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
                 .collect(),
             spare: AtomicU64::new(0),
+            episode: u64::MAX,
         }
+    }
+
+    /// A tenant slot's window for the closed episode of `generation`: no
+    /// owned copies, so every count is a CAS on the shared one.
+    pub(crate) fn new_episode(window: Duration, generation: u64) -> Self {
+        Self {
+            episode: generation,
+            ..Self::new(window, 0)
+        }
+    }
+
+    /// The window's length.
+    fn width(&self) -> Duration {
+        Duration::from_nanos(self.width_ns.saturating_mul(BUCKETS as u64))
     }
 
     /// The bucket epoch of `now_ns`: `now_ns / width_ns`, by a multiply
@@ -449,10 +467,32 @@ pub(crate) struct Cold {
     /// idle, for LRU eviction (only such partitions are ranked by it).
     last_used: AtomicU64,
     stats: Stats,
-    /// Failure-rate window, installed once (a slot's first tenant of a
-    /// failure-rate table, or with a global partition) and kept with the
-    /// slot.
+    /// The failure-rate window of a global or overflow partition: one for
+    /// the partition's life, cleared when a closed episode starts.
     window: Installed<Window>,
+    /// The failure-rate window of a tenant slot: one per closed episode
+    /// (see [`Window::episode`]), installed before the CAS that starts the
+    /// episode, the replaced one reclaimed by epoch. A record that checked
+    /// its permit against the word and then counts can only reach the
+    /// window of its own episode or a window it can tell is not its own:
+    /// a late record never counts toward another episode, or another
+    /// tenant that took the slot meanwhile (C9, C13).
+    episodes: epoch::Atomic<Window>,
+}
+
+impl Drop for Cold {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no reader can hold a guard on this pointer
+        // any more (the cold part goes with its cell).
+        let guard = unsafe { epoch::unprotected() };
+        let p = self
+            .episodes
+            .swap(epoch::Shared::null(), Ordering::Acquire, guard);
+        if !p.is_null() {
+            // SAFETY: unreachable now; nobody else can load it.
+            drop(unsafe { p.into_owned() });
+        }
+    }
 }
 
 impl Default for Cold {
@@ -466,9 +506,16 @@ impl Side for Cold {
         &self.until
     }
 
-    fn before_close(&self) {
+    fn before_close(&self, generation: u64) {
         if let Some(w) = self.window() {
             w.clear();
+        }
+        let guard = epoch::pin();
+        // Acquire: see the window whose width the next one takes.
+        let cur = self.episodes.load(Ordering::Acquire, &guard);
+        // SAFETY: a non-null window stays alive while `guard` is held.
+        if let Some(w) = unsafe { cur.as_ref() } {
+            self.install_episode(Window::new_episode(w.width(), generation), &guard);
         }
     }
 }
@@ -480,6 +527,7 @@ impl Cold {
             last_used: AtomicU64::new(0),
             stats,
             window: Installed::empty(),
+            episodes: epoch::Atomic::null(),
         }
     }
 
@@ -492,6 +540,19 @@ impl Cold {
     /// The window, installing `make()` if there is none.
     fn window_or_install(&self, make: impl FnOnce() -> Window) -> &Window {
         self.window.get_or_install_with(make)
+    }
+
+    /// Installs `w` as the tenant window of a new closed episode.
+    fn install_episode(&self, w: Window, guard: &epoch::Guard) {
+        // AcqRel: publish the new window / see the one replaced.
+        let old = self
+            .episodes
+            .swap(epoch::Owned::new(w), Ordering::AcqRel, guard);
+        if !old.is_null() {
+            // SAFETY: `old` is unlinked; readers pinned before now may
+            // still see it, so destruction waits for the epoch.
+            unsafe { guard.defer_destroy(old) };
+        }
     }
 }
 
@@ -575,10 +636,23 @@ impl Partition {
         self.cell.side_if_any().map(|c| &c.stats)
     }
 
-    /// The failure-rate window, if the partition has one.
+    /// The failure-rate window of a global or overflow partition, if the
+    /// policy keeps one (a tenant slot's are per episode: see
+    /// [`Partition::with_episode_window`]).
     #[inline]
     pub(crate) fn window(&self) -> Option<&Window> {
         self.cell.side_if_any()?.window()
+    }
+
+    /// Runs `f` on a tenant slot's current episode window, if it has one
+    /// (see `Cold::episodes`).
+    pub(crate) fn with_episode_window<R>(&self, f: impl FnOnce(&Window) -> R) -> Option<R> {
+        let cold = self.cell.side_if_any()?;
+        let guard = epoch::pin();
+        // Acquire: see the window as installed.
+        let w = cold.episodes.load(Ordering::Acquire, &guard);
+        // SAFETY: a non-null window stays alive while `guard` is held.
+        unsafe { w.as_ref() }.map(f)
     }
 
     /// Whether the slot belongs to `owner` in word `w`: always for
@@ -622,7 +696,11 @@ impl Partition {
     /// Whether the partition equals a fresh one (C9): its word idle
     /// (`w`), and no call in its failure-rate window, if it keeps one.
     fn is_idle(&self, w: Word, now_ns: &dyn Fn() -> u64) -> bool {
-        w.is_idle() && self.window().is_none_or(|win| win.is_empty(now_ns()))
+        w.is_idle()
+            && self.window().is_none_or(|win| win.is_empty(now_ns()))
+            && self
+                .with_episode_window(|win| win.is_empty(now_ns()))
+                .unwrap_or(true)
     }
 
     /// The tick of [`Partition::touch`]; 0 when it has no cold part.
@@ -633,9 +711,10 @@ impl Partition {
             .map_or(0, |c| c.last_used.load(Ordering::Relaxed))
     }
 
-    /// Hands a held slot to a new owner: its counters and window cleared
-    /// (a window made if the table needs one), then the key words.
-    fn set_owner(&self, owner: Key, tick: u64, window: Option<Duration>) {
+    /// Hands a held slot to a new owner, whose first word will be of
+    /// `generation`: its counters cleared, a fresh window for that closed
+    /// episode if the table keeps windows, then the key words.
+    fn set_owner(&self, owner: Key, tick: u64, window: Option<Duration>, generation: u64) {
         let cold = match (self.cell.side_if_any(), window) {
             (Some(c), _) => Some(c),
             (None, Some(_)) => Some(self.cell.side()),
@@ -643,16 +722,8 @@ impl Partition {
         };
         if let Some(c) = cold {
             c.stats.clear();
-            match window {
-                // No owned copies: a recycled slot's window is cleared for
-                // its next tenant, and an owner's plain load and store
-                // could write the last tenant's count back after the clear.
-                Some(d) => c.window_or_install(|| Window::new(d, 0)).clear(),
-                None => {
-                    if let Some(w) = c.window() {
-                        w.clear();
-                    }
-                }
+            if let Some(d) = window {
+                c.install_episode(Window::new_episode(d, generation), &epoch::pin());
             }
             // Relaxed: an eviction hint.
             c.last_used.store(tick, Ordering::Relaxed);
@@ -1671,7 +1742,9 @@ impl Table {
             let part = self.get(slot)?;
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
-            part.set_owner(key, tick, self.window);
+            // The hand-over below moves the held word on by one generation.
+            let generation = part.cell.load().next_generation().generation();
+            part.set_owner(key, tick, self.window, generation);
             let phase = if self.forced_all.load(Ordering::Acquire) || self.key_is_forced(key) {
                 Phase::ForcedOpen
             } else {
@@ -2281,11 +2354,19 @@ mod tests {
     fn c9_tenant_windows_count_in_the_shared_copy_only() {
         let t = Table::new(8, Some(Duration::from_secs(10)));
         let r = t.get_or_insert("a").expect("room");
-        let w = r.part.window().expect("a failure-rate table has windows");
+        assert!(
+            r.part.window().is_none(),
+            "a tenant's window is per episode"
+        );
+        let (owned, stripes, episode) = r
+            .part
+            .with_episode_window(|w| (w.owned, w.stripes.len(), w.episode))
+            .expect("a failure-rate table has windows");
+        assert_eq!((owned, stripes), (0, 1));
         assert_eq!(
-            (w.owned, w.stripes.len()),
-            (0, 1),
-            "an owned copy could carry a recycled slot's last tenant's count past the clear"
+            episode,
+            r.part.cell.load().generation(),
+            "the tenant's first episode"
         );
     }
 
@@ -2301,8 +2382,8 @@ mod tests {
         for (id, &slot) in ids.iter().zip(&slots) {
             let r = t.lookup(id).expect("inserted");
             assert_eq!(r.slot, slot, "{id}");
-            let w = r.part.window().expect("a failure-rate table has windows");
-            assert_eq!(w.owned, 0, "{id}");
+            let owned = r.part.with_episode_window(|w| w.owned);
+            assert_eq!(owned, Some(0), "{id}");
         }
         let untaken = (1..=2 * n)
             .filter(|s| !slots.contains(s))

@@ -245,3 +245,31 @@ fn c11_forcing_a_tenant_open_holds_while_its_slot_changes_owner() {
         );
     }
 }
+
+#[test]
+fn c9_c13_a_late_failure_of_an_evicted_tenant_never_trips_the_next_owner() {
+    // Failure-rate policy, one partition: tenant a's failure, recorded
+    // while new tenant c takes a's slot, must not count in c's window.
+    for round in 0..400 {
+        let (bank, _clock) = rate_bank(3, 1);
+        let dep = bank.dependency("payments_client").unwrap();
+        let held = admitted(dep.admit(Some("a"), None).unwrap());
+        let gate = std::sync::Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                gate.wait();
+                held.record(Outcome::Failure);
+            });
+            gate.wait();
+            admitted(dep.admit(Some("c"), None).unwrap()).record(Outcome::Success);
+        });
+        // c's own calls: two successes and a failure, 1 of 3 (with a's
+        // failure in c's window it would be 2 of 4, and trip).
+        for o in [Outcome::Success, Outcome::Failure] {
+            if let breakerbank::Decision::Admitted(p) = dep.admit(Some("c"), None).unwrap() {
+                p.record(o);
+            }
+        }
+        assert_ne!(dep.state(Some("c")).unwrap(), State::Open, "round {round}");
+    }
+}

@@ -70,8 +70,10 @@ pub trait Side: Default + Send + Sync {
     /// Called before the CAS that starts a closed episode (a close from
     /// half-open, a reset), while no call of the new episode can have
     /// been admitted yet: whatever counts toward the next trip starts
-    /// afresh here (C5, C11).
-    fn before_close(&self) {}
+    /// afresh here (C5, C11). `generation` is the episode's.
+    fn before_close(&self, generation: u64) {
+        let _ = generation;
+    }
 }
 
 impl Side for Until {
@@ -195,7 +197,7 @@ impl<S: Side> Cell<S> {
                     }
                     if next.phase() == Phase::Closed && next.generation() != cur.generation() {
                         if let Some(side) = self.side_if_any() {
-                            side.before_close();
+                            side.before_close(next.generation());
                         }
                     }
                     // AcqRel: publish our transition and see the one we replace.
