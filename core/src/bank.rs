@@ -1,5 +1,6 @@
 //! The public face: [`Bank`], [`Dependency`], admission, permits, calls.
 
+use crate::clock::Advanced;
 use crate::clock::{Clock, Instant, ManualClock, MonotonicClock};
 use crate::events::{Event, EventBus, EventKind};
 use crate::fallback::{DependencyUnavailable, Fallback, StaleCache, STALE_CACHE_CAPACITY};
@@ -10,11 +11,12 @@ use crate::partition::{Owner, Partition, Resolved, Table, Window, GLOBAL, NO_OWN
 use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
 use crate::state::word::{Phase, Word, GEN_MASK};
-use crate::sync::{CachePadded, Ordering, StdArc};
+use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::mem::ManuallyDrop;
+use std::sync::{OnceLock, Weak};
 use std::time::Duration;
 
 /// The only error of admission: a tenant-scoped dependency needs a tenant.
@@ -396,6 +398,68 @@ pub(crate) struct DepInner {
     table: Option<Table>,
     stale: Option<StaleCache>,
     events: StdArc<EventBus>,
+    sweeper: StdArc<Sweeper>,
+    /// Bank-clock time (ns) from which the sweep has something to do for
+    /// this dependency (an open period ending, an episode reaching its
+    /// recovery bound); `u64::MAX`: nothing.
+    sweep_due: AtomicU64,
+}
+
+/// Announces what must be announced whether or not anyone calls: open
+/// periods that have ended (C14) and episodes past their recovery bound
+/// (C15). On the system clock a thread, started at the first trip, sweeps
+/// every [`SWEEP_EVERY`] and ends when the bank is gone; on a manual clock
+/// the sweep runs each time the clock is advanced. Each dependency keeps
+/// when it next has something due, so a sweep with nothing due costs a
+/// load per dependency.
+pub(crate) struct Sweeper {
+    deps: OnceLock<Vec<Weak<DepInner>>>,
+    started: AtomicBool,
+    manual: bool,
+}
+
+/// How often the system clock's sweeper looks (C15 allows one second).
+#[cfg(not(loom))]
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+
+impl Sweeper {
+    fn sweep(&self) {
+        for d in self.deps.get().into_iter().flatten() {
+            if let Some(inner) = d.upgrade() {
+                Dependency { inner }.sweep();
+            }
+        }
+    }
+
+    /// Something may fall due: on the system clock, make sure the thread runs.
+    fn wake(self: &StdArc<Self>) {
+        // Relaxed: one thread is started; a second would only sweep twice.
+        if self.manual || self.started.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        #[cfg(not(loom))]
+        {
+            let weak = StdArc::downgrade(self);
+            let spawned = std::thread::Builder::new()
+                .name("breakerbank-sweep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(SWEEP_EVERY);
+                    match weak.upgrade() {
+                        Some(s) => s.sweep(),
+                        None => return,
+                    }
+                });
+            if spawned.is_err() {
+                self.started.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Advanced for Sweeper {
+    fn advanced(&self) {
+        self.sweep();
+    }
 }
 
 /// One dependency of a bank: resolve once with [`Bank::dependency`], clone
@@ -444,6 +508,7 @@ impl Dependency {
         config: DependencyConfig,
         clock: StdArc<dyn Clock>,
         events: StdArc<EventBus>,
+        sweeper: StdArc<Sweeper>,
     ) -> Self {
         let (consecutive, rate, window) = match config.trip {
             TripPolicy::ConsecutiveFailures(n) => (Some(n), None, None),
@@ -493,6 +558,8 @@ impl Dependency {
                 table,
                 stale,
                 events,
+                sweeper,
+                sweep_due: AtomicU64::new(u64::MAX),
             }),
         }
     }
@@ -1140,7 +1207,7 @@ impl Dependency {
         let inner = &*self.inner;
         let now = inner.clock.now();
         part.stats()
-            .on_transition(t.from, t.to, now, inner.config.recovery_bound);
+            .on_transition(t.from, t.to, now, inner.config.recovery_bound, t.generation);
         inner.events.emit(|| Event {
             kind,
             dependency: inner.config.name.clone(),
@@ -1149,6 +1216,58 @@ impl Dependency {
             from: Some(State::from_phase(t.from)),
             to: Some(State::from_phase(t.to)),
         });
+        if t.to == Phase::Open {
+            self.schedule(part);
+            inner.sweeper.wake();
+        }
+    }
+
+    /// Notes when the sweep next has something to do for `part`: the end
+    /// of its open period, or its episode's recovery bound if its stuck
+    /// alert is still to come.
+    fn schedule(&self, part: &Partition) {
+        let w = part.cell.load();
+        let mut due = u64::MAX;
+        if w.phase() == Phase::Open {
+            if let Some(until) = part.cell.open_until(w.generation()) {
+                due = until.as_nanos();
+            }
+        }
+        if matches!(w.phase(), Phase::Open | Phase::HalfOpen) {
+            if let Some(at) = part.stats_if_any().and_then(|s| s.stuck_pending()) {
+                due = due.min(at);
+            }
+        }
+        if due != u64::MAX {
+            // Relaxed: a hint for the sweep; each sweep recomputes it.
+            self.inner.sweep_due.fetch_min(due, Ordering::Relaxed);
+        }
+    }
+
+    /// Makes the announcements that are due (see [`Sweeper`]): ends the
+    /// open periods that are over, announces stuck episodes.
+    fn sweep(&self) {
+        let inner = &*self.inner;
+        // Relaxed: see `schedule`. Taken before the walk: a trip noted
+        // meanwhile is seen by the walk or kept for the next sweep.
+        if inner.clock.now().as_nanos() < inner.sweep_due.load(Ordering::Relaxed) {
+            return;
+        }
+        inner.sweep_due.store(u64::MAX, Ordering::Relaxed);
+        let mut one = |slot: u32, part: &Partition| {
+            if let Some(t) = part.cell.expire(&inner.policy, &*inner.clock) {
+                self.on_transition(slot, part, &t, EventKind::Transition);
+            }
+            self.check_stuck(slot, part);
+            self.schedule(part);
+        };
+        match self.parts() {
+            Parts::Global(p) => one(0, p),
+            Parts::Tenant(t, zero) => {
+                t.for_each_in_episode(&mut one);
+                one(0, zero);
+            }
+        }
     }
 
     /// Announces a stuck episode once (C15); true while stuck.
@@ -1617,12 +1736,32 @@ impl Bank {
     pub fn with_clock(profile: Profile, clock: impl Clock + 'static) -> Bank {
         let clock: StdArc<dyn Clock> = StdArc::new(clock);
         let events = StdArc::new(EventBus::new());
+        let sweeper = StdArc::new(Sweeper {
+            deps: OnceLock::new(),
+            started: AtomicBool::new(false),
+            manual: clock.as_manual().is_some(),
+        });
         let deps: Vec<Dependency> = profile
             .dependencies()
             .iter()
             .enumerate()
-            .map(|(i, c)| Dependency::new(i as u32, c.clone(), clock.clone(), events.clone()))
+            .map(|(i, c)| {
+                Dependency::new(
+                    i as u32,
+                    c.clone(),
+                    clock.clone(),
+                    events.clone(),
+                    sweeper.clone(),
+                )
+            })
             .collect();
+        let _ = sweeper
+            .deps
+            .set(deps.iter().map(|d| StdArc::downgrade(&d.inner)).collect());
+        if let Some(manual) = clock.as_manual() {
+            let observer: StdArc<dyn Advanced> = sweeper.clone();
+            manual.observe(StdArc::downgrade(&observer));
+        }
         let by_name = deps
             .iter()
             .map(|d| (d.name().to_string(), d.id()))

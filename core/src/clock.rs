@@ -1,7 +1,8 @@
 //! Time: nanoseconds on the bank's clock, monotonic and injectable (C12).
 
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering, StdArc};
 use std::ops::{Add, AddAssign};
+use std::sync::{Mutex as StdMutex, PoisonError, Weak};
 use std::time::Duration;
 
 /// A point on the bank's clock: nanoseconds since the clock's start.
@@ -308,10 +309,28 @@ mod ticker {
 /// clock.advance(Duration::from_secs(10));
 /// assert_eq!(shared.now().as_nanos(), 10_000_000_000);
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ManualClock {
     // From `crate::sync` so loom models see the clock's reads and writes.
     nanos: Arc<AtomicU64>,
+    /// Told after every advance: the sweeps of the banks on this clock
+    /// (C14, C15: what a system clock's sweeper thread does every
+    /// fraction of a second, a manual clock does when it is moved).
+    observers: StdArc<StdMutex<Vec<Weak<dyn Advanced>>>>,
+}
+
+impl std::fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("now", &self.now())
+            .finish()
+    }
+}
+
+/// What a [`ManualClock`] tells after it moves (see `ManualClock::observers`).
+pub(crate) trait Advanced: Send + Sync {
+    /// The clock was advanced.
+    fn advanced(&self);
 }
 
 impl ManualClock {
@@ -319,6 +338,32 @@ impl ManualClock {
     pub fn new() -> Self {
         Self {
             nanos: Arc::new(AtomicU64::new(0)),
+            observers: StdArc::default(),
+        }
+    }
+
+    /// Tells `observer` of every advance from now on, while it lives.
+    pub(crate) fn observe(&self, observer: Weak<dyn Advanced>) {
+        let mut list = self
+            .observers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        list.retain(|o| o.strong_count() > 0);
+        list.push(observer);
+    }
+
+    /// Runs the observers, outside the list's lock (a sweep emits events
+    /// and may take time; an observer may be dropped meanwhile).
+    fn tell(&self) {
+        let live: Vec<StdArc<dyn Advanced>> = {
+            let list = self
+                .observers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            list.iter().filter_map(Weak::upgrade).collect()
+        };
+        for o in live {
+            o.advanced();
         }
     }
 
@@ -334,10 +379,11 @@ impl ManualClock {
                 .nanos
                 .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return,
+                Ok(_) => break,
                 Err(seen) => cur = seen,
             }
         }
+        self.tell();
     }
 
     /// Now.

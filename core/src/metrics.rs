@@ -13,6 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::{Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 
 /// Sentinel for "no episode under way".
@@ -36,6 +37,10 @@ macro_rules! counters {
             /// Per-thread stripes of the hot counters (see [`Hot`]);
             /// empty but for global partitions.
             owned: Box<[CachePadded<[AtomicU64; HOT_KINDS]>]>,
+            /// The generation of the newest transition accounted for in the
+            /// episode fields; held while they are updated (see
+            /// [`Stats::on_transition`]).
+            accounted: StdMutex<u64>,
         }
 
         impl Default for Stats {
@@ -47,6 +52,7 @@ macro_rules! counters {
                     stuck_announced: AtomicU64::new(NO_EPISODE),
                     stuck_after: AtomicU64::new(NO_EPISODE),
                     owned: Box::default(),
+                    accounted: StdMutex::new(0),
                 }
             }
         }
@@ -62,6 +68,7 @@ macro_rules! counters {
                 self.episode_start.store(NO_EPISODE, Ordering::Relaxed);
                 self.stuck_announced.store(NO_EPISODE, Ordering::Relaxed);
                 self.stuck_after.store(NO_EPISODE, Ordering::Relaxed);
+                *self.accounted.lock().unwrap_or_else(PoisonError::into_inner) = 0;
             }
 
             /// Whether nothing was ever counted here (nor since a clear).
@@ -160,18 +167,46 @@ impl Stats {
             .map(|s| s[kind as usize].load(Ordering::Relaxed))
             .fold(shared.load(Ordering::Relaxed), u64::wrapping_add)
     }
-    /// Accounts a transition into `to` at `now` (episodes, transition counts).
-    pub(crate) fn on_transition(&self, from: Phase, to: Phase, now: Instant, bound: Duration) {
+    /// Accounts a transition into `to` (of `generation`) at `now`:
+    /// transition counts, and the trip-to-close episode (C14, C15).
+    ///
+    /// Threads account their transitions after their CASes, so two can
+    /// arrive out of order (a close after the trip that followed it).
+    /// The episode fields are updated under a lock, taken only here (the
+    /// refusal path reads them without it), and only by the newest
+    /// transition: one older than what is already accounted changes the
+    /// counts alone. A trip that finds an episode still running (its
+    /// close came late and was skipped) first adds that episode's time.
+    pub(crate) fn on_transition(
+        &self,
+        from: Phase,
+        to: Phase,
+        now: Instant,
+        bound: Duration,
+        generation: u64,
+    ) {
         match to {
             Phase::Open => bump(&self.opened_total),
             Phase::HalfOpen => bump(&self.half_opened_total),
             Phase::Closed if from != Phase::Closed => bump(&self.closed_total),
             _ => {}
         }
+        let mut accounted = self
+            .accounted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if generation <= *accounted {
+            return;
+        }
+        *accounted = generation;
         // Episodes run from the trip to the close (half-open included).
         match (from, to) {
             (Phase::Closed, Phase::Open) => {
-                self.episode_start.store(now.as_nanos(), Ordering::Relaxed);
+                let start = self.episode_start.swap(now.as_nanos(), Ordering::Relaxed);
+                if start != NO_EPISODE {
+                    let d = now.as_nanos().saturating_sub(start);
+                    self.open_ns_total.fetch_add(d, Ordering::Relaxed);
+                }
                 let due = (now + bound).as_nanos();
                 self.stuck_after.store(due, Ordering::Relaxed);
             }
@@ -197,6 +232,17 @@ impl Stats {
     pub(crate) fn episode_start(&self) -> Option<Instant> {
         let s = self.episode_start.load(Ordering::Relaxed);
         (s != NO_EPISODE).then(|| Instant::from_nanos(s))
+    }
+
+    /// When the current episode becomes stuck, if its alert is still to
+    /// come.
+    pub(crate) fn stuck_pending(&self) -> Option<u64> {
+        let start = self.episode_start.load(Ordering::Relaxed);
+        let due = self.stuck_after.load(Ordering::Relaxed);
+        (start != NO_EPISODE
+            && due != NO_EPISODE
+            && self.stuck_announced.load(Ordering::Relaxed) != start)
+            .then_some(due)
     }
 
     /// True exactly once per episode once it has lasted `bound` (C15).
@@ -504,3 +550,38 @@ impl MetricsSnapshot {
 /// so it need not come from `crate::sync`).
 #[allow(clippy::disallowed_types)]
 type AtomicU64F = std::sync::atomic::AtomicU64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 60_000_000_000;
+
+    #[test]
+    fn c14_c15_a_close_accounted_after_the_trip_that_followed_it_changes_no_episode() {
+        let s = Stats::default();
+        let bound = Duration::from_secs(300);
+        let at = |m: u64| Instant::from_nanos(m * MIN);
+        s.on_transition(Phase::Closed, Phase::Open, at(0), bound, 1);
+        s.on_transition(Phase::Open, Phase::HalfOpen, at(1), bound, 2);
+        // Generation 3 closes, generation 4 trips again at once; the
+        // trip's thread accounts first, the close's after it.
+        s.on_transition(Phase::Closed, Phase::Open, at(1), bound, 4);
+        s.on_transition(Phase::HalfOpen, Phase::Closed, at(1), bound, 3);
+        assert_eq!(s.episode_start(), Some(at(1)), "the new episode runs");
+        assert!(s.stuck_due(at(6)), "and becomes stuck past its bound");
+        assert!(s.take_stuck_alert(at(6), bound));
+        // The first episode's minute is counted: the trip found it running.
+        assert_eq!(s.open_ns_total.load(Ordering::Relaxed), MIN);
+        s.on_transition(Phase::Open, Phase::HalfOpen, at(7), bound, 5);
+        s.on_transition(Phase::HalfOpen, Phase::Closed, at(8), bound, 6);
+        assert_eq!(s.episode_start(), None);
+        assert_eq!(s.open_ns_total.load(Ordering::Relaxed), 8 * MIN);
+        assert_eq!(
+            s.closed_total.load(Ordering::Relaxed),
+            2,
+            "both closes counted"
+        );
+        assert_eq!(s.opened_total.load(Ordering::Relaxed), 2);
+    }
+}

@@ -2074,6 +2074,18 @@ impl Table {
             .and_then(Entry::id)
     }
 
+    /// Runs `f` on every tenant partition that is open or half-open (the
+    /// sweep's walk: loads only, no names).
+    pub(crate) fn for_each_in_episode(&self, mut f: impl FnMut(u32, &Partition)) {
+        for s in 1..=self.arena.slots as u32 {
+            if let Some(p) = self.get(s) {
+                if matches!(p.cell.load().phase(), Phase::Open | Phase::HalfOpen) {
+                    f(s, p);
+                }
+            }
+        }
+    }
+
     /// Every live tenant partition with its slot and key.
     pub(crate) fn live(&self) -> Vec<(u32, &Partition, StdArc<str>)> {
         (1..=self.arena.slots as u32)

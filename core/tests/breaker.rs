@@ -593,3 +593,101 @@ fn c14_state_reads_half_open_once_the_open_period_has_ended() {
     assert_eq!(m.dependencies[0].partitions[0].state, State::HalfOpen);
     assert!(bank.prometheus().contains("state=\"half_open\"} 1"));
 }
+
+/// Collects every event of `bank` from now on.
+fn recorder(bank: &Bank) -> std::sync::Arc<std::sync::Mutex<Vec<breakerbank::Event>>> {
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    events
+}
+
+#[test]
+fn c15_c14_a_manual_clock_moved_past_the_bound_announces_with_no_one_looking() {
+    let (bank, clock, dep) = bank(1, 1, 1, "");
+    let events = recorder(&bank);
+    fail(&dep, None, 1);
+    // Nobody admits, scrapes or asks: advancing the clock is all.
+    clock.advance(SECS30);
+    assert!(bank.flush_events(Duration::from_secs(5)));
+    let kinds = |evs: &[breakerbank::Event]| -> Vec<(breakerbank::EventKind, Option<State>)> {
+        evs.iter().map(|e| (e.kind, e.to)).collect()
+    };
+    assert_eq!(
+        kinds(&events.lock().unwrap()),
+        [
+            (breakerbank::EventKind::Transition, Some(State::Open)),
+            (breakerbank::EventKind::Transition, Some(State::HalfOpen)),
+        ],
+        "the end of the open period is announced by the sweep (C14)"
+    );
+    clock.advance(Duration::from_secs(300)); // recovery_bound 5m from the trip
+    assert!(bank.flush_events(Duration::from_secs(5)));
+    let evs = events.lock().unwrap().clone();
+    assert_eq!(
+        evs.iter()
+            .filter(|e| e.kind == breakerbank::EventKind::Stuck)
+            .count(),
+        1,
+        "{evs:?}"
+    );
+    // Once per episode.
+    clock.advance(Duration::from_secs(300));
+    assert!(bank.flush_events(Duration::from_secs(5)));
+    assert_eq!(
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == breakerbank::EventKind::Stuck)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn c15_on_the_system_clock_a_stuck_breaker_is_announced_with_no_one_looking() {
+    let bank = Bank::new(
+        breakerbank::Profile::from_yaml(
+            "dependencies:
+  svc_client:
+    isolation: tenant
+    trip: {consecutive_failures: 1}
+    open_duration: 50ms
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: SVC_DOWN}
+    recovery_bound: 200ms
+",
+        )
+        .unwrap(),
+    );
+    let events = recorder(&bank);
+    let dep = bank.dependency("svc_client").unwrap();
+    fail(&dep, Some("acme"), 1);
+    // Bounded wait for the sweeper (it looks every 250 ms): no call, no
+    // scrape, no `stuck()` meanwhile.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let seen = |k: breakerbank::EventKind, to: Option<State>| {
+        events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == k && (to.is_none() || e.to == to) && e.partition == "acme")
+    };
+    while !(seen(breakerbank::EventKind::Stuck, None)
+        && seen(breakerbank::EventKind::Transition, Some(State::HalfOpen)))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        seen(breakerbank::EventKind::Transition, Some(State::HalfOpen)),
+        "{:?}",
+        events.lock().unwrap()
+    );
+    assert!(
+        seen(breakerbank::EventKind::Stuck, None),
+        "{:?}",
+        events.lock().unwrap()
+    );
+}

@@ -323,6 +323,20 @@ impl<S: Side> Cell<S> {
         )
     }
 
+    /// Ends an open period no admission has seen yet ([`machine::expire`]).
+    pub fn expire(&self, policy: &Policy, clock: &dyn Clock) -> Option<Transition> {
+        let mut env = CellEnv {
+            cell: self,
+            clock,
+            now: None,
+            coarse: None,
+        };
+        self.update(|w| match machine::expire(w, policy, &mut env) {
+            Some((next, t)) => Step::Install(next, Some(t)),
+            None => Step::Keep(None),
+        })
+    }
+
     /// Applies an operator action (`machine::reset` or `machine::force_open`)
     /// if `valid` holds for the observed word.
     pub fn operate(

@@ -229,6 +229,19 @@ pub fn still_open_ns(until: Instant, now: Instant) -> Option<u64> {
     (now < until).then(|| until.as_nanos() - now.as_nanos())
 }
 
+/// The end of an open period that no admission has seen yet (C14): an
+/// open word whose period is over goes half-open, taking no probe; any
+/// other word, or an open one still in its period, stays.
+pub fn expire(w: Word, policy: &Policy, env: &mut impl Env) -> Option<(Word, Transition)> {
+    if w.phase() != Phase::Open {
+        return None;
+    }
+    let until = env.open_until(w.generation())?;
+    still_open(until, env.now())
+        .is_none()
+        .then(|| transition(w, Phase::HalfOpen, None, policy))
+}
+
 /// Whether a transition happened during [`admit`] (Open → HalfOpen).
 pub fn admit_transition(old: Word, new: Option<Word>) -> Option<Transition> {
     let new = new?;
