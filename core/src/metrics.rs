@@ -294,7 +294,7 @@ impl State {
 
     pub(crate) fn from_phase(p: Phase) -> State {
         match p {
-            Phase::Closed | Phase::Vacant => State::Closed,
+            Phase::Closed | Phase::Vacant | Phase::Pending => State::Closed,
             Phase::Open => State::Open,
             Phase::HalfOpen => State::HalfOpen,
             Phase::ForcedOpen => State::ForcedOpen,

@@ -664,7 +664,7 @@ impl Partition {
         // Acquire (in `key_is`): the key is written before the word that
         // hands the slot over; having seen that word we see its key.
         owner.is_none()
-            || w.phase() != Phase::Vacant
+            || !w.phase().is_held()
                 && (w.generation() == owner.generation || self.key_is(owner.key))
     }
 
@@ -673,7 +673,7 @@ impl Partition {
     #[inline]
     fn keyed(&self, w: Word, key: Key) -> bool {
         // Acquire (in `key_is`): see `owned_by`.
-        w.phase() != Phase::Vacant && self.key_is(key)
+        !w.phase().is_held() && self.key_is(key)
     }
 
     /// Marks the partition used at the table's tick, if it has a cold part
@@ -1685,7 +1685,12 @@ impl Table {
                 .map(Entry::slot)?
         };
         let part = self.get(slot)?;
-        let w = part.cell.load();
+        let mut w = part.cell.load();
+        if w.phase() == Phase::Pending && part.key_is(key) {
+            // Published, not yet completed by its inserter: complete it
+            // (the inserter's own completion then finds it done).
+            w = self.complete(part, w, key);
+        }
         // A generation seen before the key was written is one the slot has
         // left for good: reading the key synchronised with that change.
         if !part.keyed(w, key) {
@@ -1693,6 +1698,23 @@ impl Table {
         }
         self.remember(hash, key, slot);
         Some(Resolved::seen(slot, part, key, w))
+    }
+
+    /// Completes the insert of a published tenant whose slot holds
+    /// `pending`: closed, or forced open if it is to be; the word found
+    /// if someone else completed it first.
+    fn complete(&self, part: &Partition, pending: Word, key: Key) -> Word {
+        let phase = if self.forced_all.load(Ordering::Acquire) || self.key_is_forced(key) {
+            Phase::ForcedOpen
+        } else {
+            Phase::Closed
+        };
+        let fresh = pending.transition(phase).with_trips(0);
+        if part.cell.try_replace(pending, fresh) {
+            fresh
+        } else {
+            part.cell.load()
+        }
     }
 
     /// Points the index at a tenant's slot, if the fast lookup could not
@@ -1742,28 +1764,26 @@ impl Table {
             let part = self.get(slot)?;
             // Relaxed: an eviction hint.
             let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
-            // The hand-over below moves the held word on by one generation.
-            let generation = part.cell.load().next_generation().generation();
+            // Vacant, then pending, then the tenant's first word: two
+            // generations on from the held word.
+            let generation = part.cell.load().generation() + 2;
             part.set_owner(key, tick, self.window, generation);
-            let phase = if self.forced_all.load(Ordering::Acquire) || self.key_is_forced(key) {
-                Phase::ForcedOpen
-            } else {
-                Phase::Closed
-            };
-            let fresh = part.cell.hand_over(phase);
+            // Pending until published: a lookup that finds the slot at
+            // home or through the index does not take it for the tenant's
+            // partition (it might lose the publish to another inserter's
+            // slot); one that finds the published entry completes it.
+            let pending = part.cell.hand_over(Phase::Pending);
             if self.publish(Entry::new(hash, tenant, short, slot), key) {
                 self.remember(hash, key, slot);
+                let fresh = self.complete(part, pending, key);
                 let fresh = self.settle_forced(part, fresh, key);
                 return Some(Resolved {
-                    made_closed: fresh.phase() == Phase::Closed,
+                    made_closed: fresh.phase() == Phase::Closed && fresh.generation() == generation,
                     ..Resolved::seen(slot, part, key, fresh)
                 });
             }
-            // Lost the race to another inserter of the same tenant. A
-            // lookup may have found this slot at home since the word above
-            // was stored; calls it admitted hold permits of a slot now
-            // freed, recorded as late, as for an idle partition evicted
-            // under a closed call (C9 allows both: nothing was counted).
+            // Lost the race to another inserter of the same tenant: no one
+            // was admitted here (the slot was pending throughout).
             part.cell.hand_over(Phase::Vacant);
             self.release(slot, true);
             if let Some(r) = self.lookup_hashed(tenant, hash, key) {
@@ -1865,7 +1885,7 @@ impl Table {
         let w = part.cell.load();
         // The key check comes after the word's load: a key written before
         // a later word would show here, and `w` then fails the CAS.
-        w.phase() != Phase::Vacant
+        !w.phase().is_held()
             && part.is_free()
             && part.cell.try_replace(w, w.transition(Phase::Vacant))
     }
@@ -1934,8 +1954,12 @@ impl Table {
             let same = |e: &Entry| e.hash() == hash && e.same_id(&entry);
             if let Some(other) = shard.map.find(hash, same).map(Entry::slot) {
                 // An entry naming our own slot is stale: we hold the slot.
-                let live =
-                    other != slot && self.get(other).is_some_and(|p| p.keyed(p.cell.load(), key));
+                // Another inserter's pending slot is live too: it is about
+                // to complete.
+                let live = other != slot
+                    && self
+                        .get(other)
+                        .is_some_and(|p| p.key_is(key) && p.cell.load().phase() != Phase::Vacant);
                 if live {
                     return None;
                 }
@@ -2091,7 +2115,7 @@ impl Table {
         (1..=self.arena.slots as u32)
             .filter_map(|s| {
                 let p = self.get(s)?;
-                if p.cell.load().phase() == Phase::Vacant {
+                if p.cell.load().phase().is_held() {
                     return None;
                 }
                 Some((s, p, self.key_of(s, p)?))

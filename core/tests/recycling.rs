@@ -273,3 +273,35 @@ fn c9_c13_a_late_failure_of_an_evicted_tenant_never_trips_the_next_owner() {
         assert_ne!(dep.state(Some("c")).unwrap(), State::Open, "round {round}");
     }
 }
+
+#[test]
+fn c9_one_tenant_inserted_by_three_threads_gets_one_partition() {
+    // Three threads admit the same new tenant at once and each records a
+    // failure; three failures trip it, so all must land in the one
+    // partition the tenant keeps (a permit of a losing inserter's slot,
+    // found by a lookup before that inserter lost, would be a late
+    // record, and the tenant would stay closed).
+    let mut split = 0;
+    for _ in 0..10_000 {
+        let bank = tenant_bank(3, 8);
+        let dep = bank.dependency("payments_client").unwrap();
+        let gate = std::sync::Barrier::new(3);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    gate.wait();
+                    let p = admitted(dep.admit(Some("acme"), None).unwrap());
+                    gate.wait();
+                    p.record(Outcome::Failure);
+                });
+            }
+        });
+        if dep.state(Some("acme")).unwrap() != State::Open {
+            split += 1;
+        }
+    }
+    assert_eq!(
+        split, 0,
+        "rounds where the two calls went to different partitions"
+    );
+}

@@ -159,7 +159,7 @@ pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Adm
                 retry_after: None,
             },
         ),
-        Phase::Vacant => (None, Admission::Vacant),
+        Phase::Vacant | Phase::Pending => (None, Admission::Vacant),
         Phase::HalfOpen => take_probe_within(w, policy, false),
         Phase::Open => {
             let Some(until) = env.open_until(w.generation()) else {
@@ -267,7 +267,7 @@ pub fn record(
     env: &mut impl Env,
 ) -> (Option<Word>, Recorded) {
     let same = w.generation() == (generation & GEN_MASK);
-    if !same || matches!(w.phase(), Phase::Vacant | Phase::Open | Phase::ForcedOpen) {
+    if !same || w.phase().is_held() || matches!(w.phase(), Phase::Open | Phase::ForcedOpen) {
         // Late: never counted, but a probe still returns its slot (C7, C13).
         let next = (probe && w.probes() > 0).then(|| w.with_probes(w.probes() - 1));
         return (next, Recorded::Late);
@@ -346,7 +346,7 @@ pub fn count_failure(w: Word, policy: &Policy, generation: u64) -> Option<Word> 
 /// Operator reset (C11): closed, new generation, counters and backoff cleared.
 /// Probes in flight keep their slots; their records will be late.
 pub fn reset(w: Word) -> Option<(Word, Transition)> {
-    if w.phase() == Phase::Vacant {
+    if w.phase().is_held() {
         return None;
     }
     let next = w.transition(Phase::Closed).with_trips(0);
@@ -363,7 +363,7 @@ pub fn reset(w: Word) -> Option<(Word, Transition)> {
 
 /// Operator force-open (C11): isolated until reset, new generation.
 pub fn force_open(w: Word) -> Option<(Word, Transition)> {
-    if w.phase() == Phase::Vacant {
+    if w.phase().is_held() {
         return None;
     }
     let next = w.transition(Phase::ForcedOpen);

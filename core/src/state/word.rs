@@ -2,7 +2,7 @@
 //!
 //! | bits    | field        | meaning                                                         |
 //! |---------|--------------|-----------------------------------------------------------------|
-//! | 0..3    | `state`      | [`Phase`]: closed, open, half-open, forced-open, vacant         |
+//! | 0..3    | `state`      | [`Phase`]: closed, open, half-open, forced-open, vacant, pending |
 //! | 3..10   | `probes`     | probe permits in flight (all half-open episodes), ≤ 127         |
 //! | 10..15  | `trips`      | re-trips from half-open since the last close (backoff exponent) |
 //! | 15..25  | `count`      | closed: consecutive failures; half-open: probe successes        |
@@ -45,6 +45,18 @@ pub enum Phase {
     ForcedOpen = 3,
     /// A tenant slot being recycled by eviction; never seen through the API.
     Vacant = 4,
+    /// A tenant slot held for a named newcomer whose entry is being
+    /// published: admits no one until the insert (or a lookup that found
+    /// the entry) completes it; never seen through the API.
+    Pending = 5,
+}
+
+impl Phase {
+    /// Vacant or pending: a slot in a hand-over, no one's partition yet.
+    #[inline]
+    pub const fn is_held(self) -> bool {
+        matches!(self, Phase::Vacant | Phase::Pending)
+    }
 }
 
 const STATE_BITS: u32 = 3;
@@ -114,6 +126,7 @@ impl Word {
             1 => Phase::Open,
             2 => Phase::HalfOpen,
             3 => Phase::ForcedOpen,
+            5 => Phase::Pending,
             _ => Phase::Vacant,
         }
     }
