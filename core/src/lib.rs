@@ -81,7 +81,7 @@ mod sync;
 
 pub use bank::{
     AdmitError, Bank, CallError, CallOptions, Decision, Dependency, Outcome, Permit, RawPermit,
-    RejectReason, Rejection, Stuck,
+    RejectReason, Rejection, Stuck, MAX_TENANT_LEN,
 };
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
 pub use events::{Event, EventKind, EVENT_QUEUE};

@@ -57,15 +57,22 @@ fn unknown_id(id: u32) -> Fail {
     )
 }
 
+/// The status and message of a tenant the core refused.
 #[cold]
-fn tenant_required(dep: &Dependency) -> Fail {
-    Fail::new(
-        bb_status::BB_ERR_TENANT_REQUIRED,
-        format!(
-            "dependency `{}` is tenant-scoped: a non-empty tenant is required",
-            dep.name()
+fn tenant_refused(dep: &Dependency, e: AdmitError) -> Fail {
+    match e {
+        AdmitError::TenantRequired => Fail::new(
+            bb_status::BB_ERR_TENANT_REQUIRED,
+            format!(
+                "dependency `{}` is tenant-scoped: a non-empty tenant is required",
+                dep.name()
+            ),
         ),
-    )
+        AdmitError::InvalidTenant { .. } => Fail::new(
+            bb_status::BB_ERR_INVALID_TENANT,
+            format!("dependency `{}`: {e}", dep.name()),
+        ),
+    }
 }
 
 fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
@@ -201,7 +208,8 @@ fn nanos(d: Duration) -> u64 {
 /// Asks to make a call to dependency `dep` for `tenant` (C1, C3, C7, C9, C10).
 ///
 /// `tenant` is `(NULL, 0)` for none; a global dependency ignores it, a
-/// tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`).
+/// tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`)
+/// of at most 256 bytes (`BB_ERR_INVALID_TENANT`, C9).
 /// `deadline_ns` is the call's deadline in ns on the bank's clock, 0 for
 /// none; a deadline at or before now is `BB_REASON_DEADLINE_EXPIRED`.
 ///
@@ -268,7 +276,7 @@ pub extern "C" fn bb_admit(
                     permit: NO_PERMIT,
                 }
             }
-            Err(AdmitError::TenantRequired) => return Err(tenant_required(d)),
+            Err(e) => return Err(tenant_refused(d, e)),
         };
         out.write(decision);
         Ok(())
@@ -345,7 +353,7 @@ pub extern "C" fn bb_state(
                 out.write(s.into());
                 Ok(())
             }
-            Err(AdmitError::TenantRequired) => Err(tenant_required(d)),
+            Err(e) => Err(tenant_refused(d, e)),
         }
     }
 }
@@ -353,7 +361,8 @@ pub extern "C" fn bb_state(
 /// Operator reset (C11): forces the breaker closed with counters cleared.
 ///
 /// On a tenant-scoped dependency a tenant of length 0 means every partition
-/// (tenants first seen afterwards included). Emits a reset event.
+/// (tenants first seen afterwards included); one longer than 256 bytes is
+/// `BB_ERR_INVALID_TENANT` and changes nothing. Emits a reset event.
 /// Thread-safe.
 ///
 /// # Safety
@@ -368,7 +377,7 @@ pub extern "C" fn bb_reset(
     tenant_len: usize,
 ) -> bb_status {
     // SAFETY: forwarded from this function's contract.
-    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::reset) }
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_reset) }
 }
 
 /// The body of `bb_reset` and `bb_force_open`: an operator action on one
@@ -382,15 +391,14 @@ unsafe fn operate(
     dep: u32,
     tenant: *const c_char,
     tenant_len: usize,
-    action: fn(&Dependency, Option<&str>),
+    action: fn(&Dependency, Option<&str>) -> Result<(), AdmitError>,
 ) -> bb_status {
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let d = dependency(bank, dep)?;
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        action(d, tenant.filter(|t| !t.is_empty()));
-        Ok(())
+        action(d, tenant).map_err(|e| tenant_refused(d, e))
     }
 }
 
@@ -410,7 +418,7 @@ pub extern "C" fn bb_force_open(
     tenant_len: usize,
 ) -> bb_status {
     // SAFETY: forwarded from this function's contract.
-    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::force_open) }
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_force_open) }
 }
 
 /// Reads the bank's clock (ns; the time base of `deadline_ns`). Thread-safe.
