@@ -90,6 +90,8 @@ pub use metrics::{DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
 };
+#[doc(hidden)]
+pub use sync::Installed;
 
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
