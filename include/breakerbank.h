@@ -410,7 +410,10 @@ extern "C" {
  * only `bb_clock_advance` moves (for tests); false uses the system's
  * monotonic clock. On success `*out` receives a new bank that the caller
  * owns and must free with `bb_bank_free`; on `BB_ERR_CONFIG` the message
- * (from `bb_last_error`) names the dependency and field.
+ * (from `bb_last_error`) names the dependency and field. Building never
+ * aborts the process (C9): a profile whose partition tables exceed its
+ * `memory_limit` is refused at load, and a table the allocator refuses
+ * is `BB_ERR_CONFIG` naming its dependency.
  *
  * # Safety
  *

@@ -7,7 +7,7 @@ use crate::metrics::{
     bump, DependencyMetrics, Hot, MetricsSnapshot, PartitionMetrics, State, Stats,
 };
 use crate::partition::{Owner, Partition, Resolved, Table, Window, GLOBAL, NO_OWNER, OVERFLOW};
-use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
+use crate::profile::{ConfigError, DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
 use crate::state::word::{Phase, Word, GEN_MASK};
 use crate::sync::{CachePadded, Ordering, StdArc};
@@ -485,12 +485,14 @@ impl<'a> Target<'a> {
 }
 
 impl Dependency {
-    fn new(
+    /// The dependency of `config`; a tenant table the allocator refuses is
+    /// a [`ConfigError`] naming it (C9).
+    fn try_new(
         id: u32,
         config: DependencyConfig,
         clock: StdArc<dyn Clock>,
         events: StdArc<EventBus>,
-    ) -> Self {
+    ) -> Result<Self, ConfigError> {
         let (consecutive, rate, window) = match config.trip {
             TripPolicy::ConsecutiveFailures(n) => (Some(n), None, None),
             TripPolicy::FailureRate {
@@ -516,12 +518,17 @@ impl Dependency {
             Isolation::Global => (Partition::standalone(Stats::striped(), zero_window), None),
             Isolation::Tenant => (
                 Partition::standalone(Stats::default(), zero_window),
-                Some(Table::new(config.max_tenants, window)),
+                Some(Table::try_new(config.max_tenants, window).map_err(|e| {
+                    ConfigError::one(format!(
+                        "dependency `{}`: cannot allocate the partition table of its `max_tenants: {}` ({e}); lower `max_tenants` or give the process more memory",
+                        config.name, config.max_tenants
+                    ))
+                })?),
             ),
         };
         let stale = matches!(config.fallback, Fallback::Stale { .. })
             .then(|| StaleCache::new(STALE_CACHE_CAPACITY));
-        Self {
+        Ok(Self {
             inner: StdArc::new(DepInner {
                 timed: config.slow_call.is_some(),
                 admit_fast: table.is_none() && config.slow_call.is_none(),
@@ -540,7 +547,7 @@ impl Dependency {
                 stale,
                 events,
             }),
-        }
+        })
     }
 
     /// The dependency's name.
@@ -1596,30 +1603,54 @@ impl fmt::Debug for Bank {
 
 impl Bank {
     /// A bank on the system's monotonic clock.
+    ///
+    /// # Panics
+    ///
+    /// When the allocator refuses a partition table (see
+    /// [`Bank::try_new`], which returns that as a [`ConfigError`]).
     pub fn new(profile: Profile) -> Bank {
         Self::with_clock(profile, MonotonicClock::new())
     }
 
     /// A bank on the given clock (e.g. a [`ManualClock`] in tests).
+    ///
+    /// # Panics
+    ///
+    /// As [`Bank::new`]; [`Bank::try_with_clock`] does not.
     pub fn with_clock(profile: Profile, clock: impl Clock + 'static) -> Bank {
+        Self::try_with_clock(profile, clock).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Bank::new`], with a partition table the allocator refuses
+    /// returned as a [`ConfigError`] naming its dependency, never an abort
+    /// or a panic (C9). What the C and Python constructors use.
+    pub fn try_new(profile: Profile) -> Result<Bank, ConfigError> {
+        Self::try_with_clock(profile, MonotonicClock::new())
+    }
+
+    /// [`Bank::with_clock`], fallible as [`Bank::try_new`] is.
+    pub fn try_with_clock(
+        profile: Profile,
+        clock: impl Clock + 'static,
+    ) -> Result<Bank, ConfigError> {
         let clock: StdArc<dyn Clock> = StdArc::new(clock);
         let events = StdArc::new(EventBus::new());
-        let deps: Vec<Dependency> = profile
+        let deps = profile
             .dependencies()
             .iter()
             .enumerate()
-            .map(|(i, c)| Dependency::new(i as u32, c.clone(), clock.clone(), events.clone()))
-            .collect();
+            .map(|(i, c)| Dependency::try_new(i as u32, c.clone(), clock.clone(), events.clone()))
+            .collect::<Result<Vec<Dependency>, ConfigError>>()?;
         let by_name = deps
             .iter()
             .map(|d| (d.name().to_string(), d.id()))
             .collect();
-        Bank {
+        Ok(Bank {
             deps,
             by_name,
             clock,
             events,
-        }
+        })
     }
 
     /// A dependency by name; resolve once, then clone the handle freely.

@@ -89,6 +89,7 @@ pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CA
 pub use metrics::{DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
+    DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
 #[doc(hidden)]
 pub use sync::Installed;

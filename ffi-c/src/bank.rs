@@ -90,7 +90,10 @@ fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
 /// only `bb_clock_advance` moves (for tests); false uses the system's
 /// monotonic clock. On success `*out` receives a new bank that the caller
 /// owns and must free with `bb_bank_free`; on `BB_ERR_CONFIG` the message
-/// (from `bb_last_error`) names the dependency and field.
+/// (from `bb_last_error`) names the dependency and field. Building never
+/// aborts the process (C9): a profile whose partition tables exceed its
+/// `memory_limit` is refused at load, and a table the allocator refuses
+/// is `BB_ERR_CONFIG` naming its dependency.
 ///
 /// # Safety
 ///
@@ -106,13 +109,14 @@ pub extern "C" fn bb_bank_from_yaml(
         let out = try_out!(out, "out");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
         let text = unsafe { str_arg(yaml, len, "yaml") }?;
-        let profile = Profile::from_yaml(text)
-            .map_err(|e| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string()))?;
+        let config = |e: breakerbank::ConfigError| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string());
+        let profile = Profile::from_yaml(text).map_err(config)?;
         let bank = if manual_clock {
-            Bank::with_clock(profile, ManualClock::new())
+            Bank::try_with_clock(profile, ManualClock::new())
         } else {
-            Bank::new(profile)
-        };
+            Bank::try_new(profile)
+        }
+        .map_err(config)?;
         let serial = loop {
             // Relaxed: a unique tag only; skip 0 when the counter wraps.
             let s = SERIALS.fetch_add(1, Ordering::Relaxed);

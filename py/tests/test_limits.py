@@ -1,5 +1,5 @@
 """C9's input limits through the Python API: tenant ids are 1 to 256 bytes
-of UTF-8."""
+of UTF-8, and a profile whose tables cannot be built is a ConfigError."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from conftest import dep_yaml, profile
 
 import breakerbank as bb
 
@@ -55,3 +56,19 @@ def test_c9_missing_tenant_is_still_tenant_required(bank: bb.Bank) -> None:  # C
     for tenant in [None, ""]:
         with pytest.raises(bb.TenantRequired):
             bank["payments_client"].admit(tenant=tenant)
+
+
+def test_c9_max_tenants_over_one_million_is_a_config_error() -> None:  # C9
+    text = profile(dep_yaml("payments_client", max_tenants="1000001"))
+    with pytest.raises(bb.ConfigError) as err:
+        bb.Bank.from_yaml(text)
+    assert "payments_client" in str(err.value) and "max_tenants" in str(err.value)
+
+
+def test_c9_partitions_over_memory_limit_are_a_config_error() -> None:  # C9
+    deps = [dep_yaml(f"client_{i}", max_tenants="1000000") for i in range(2)]
+    text = "memory_limit: 100MiB\n" + profile(*deps)
+    with pytest.raises(bb.ConfigError) as err:
+        bb.Bank.from_yaml(text)
+    for needle in ["client_0", "client_1", "memory_limit"]:
+        assert needle in str(err.value)
