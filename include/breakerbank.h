@@ -62,6 +62,11 @@ enum bb_status
    * into C); the message is in `bb_last_error`.
    */
   BB_ERR_PANIC = 7,
+  /**
+   * A tenant id longer than 256 bytes on a tenant-scoped dependency
+   * (C9): nothing was done or counted for it.
+   */
+  BB_ERR_INVALID_TENANT = 8,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -405,7 +410,10 @@ extern "C" {
  * only `bb_clock_advance` moves (for tests); false uses the system's
  * monotonic clock. On success `*out` receives a new bank that the caller
  * owns and must free with `bb_bank_free`; on `BB_ERR_CONFIG` the message
- * (from `bb_last_error`) names the dependency and field.
+ * (from `bb_last_error`) names the dependency and field. Building never
+ * aborts the process (C9): a profile whose partition tables exceed its
+ * `memory_limit` is refused at load, and a table the allocator refuses
+ * is `BB_ERR_CONFIG` naming its dependency.
  *
  * # Safety
  *
@@ -446,7 +454,8 @@ bb_status bb_dependency_id(const struct bb_bank *bank, const char *name, size_t 
  * Asks to make a call to dependency `dep` for `tenant` (C1, C3, C7, C9, C10).
  *
  * `tenant` is `(NULL, 0)` for none; a global dependency ignores it, a
- * tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`).
+ * tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`)
+ * of at most 256 bytes (`BB_ERR_INVALID_TENANT`, C9).
  * `deadline_ns` is the call's deadline in ns on the bank's clock, 0 for
  * none; a deadline at or before now is `BB_REASON_DEADLINE_EXPIRED`.
  *
@@ -496,7 +505,8 @@ bb_status bb_state(const struct bb_bank *bank, uint32_t dep, const char *tenant,
  * Operator reset (C11): forces the breaker closed with counters cleared.
  *
  * On a tenant-scoped dependency a tenant of length 0 means every partition
- * (tenants first seen afterwards included). Emits a reset event.
+ * (tenants first seen afterwards included); one longer than 256 bytes is
+ * `BB_ERR_INVALID_TENANT` and changes nothing. Emits a reset event.
  * Thread-safe.
  *
  * # Safety

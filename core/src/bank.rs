@@ -8,7 +8,7 @@ use crate::metrics::{
     bump, DependencyMetrics, Hot, MetricsSnapshot, PartitionMetrics, State, Stats,
 };
 use crate::partition::{Owner, Partition, Resolved, Table, Window, GLOBAL, NO_OWNER, OVERFLOW};
-use crate::profile::{DependencyConfig, Isolation, Profile, TripPolicy};
+use crate::profile::{ConfigError, DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
 use crate::state::word::{Phase, Word, GEN_MASK};
 use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
@@ -19,11 +19,21 @@ use std::mem::ManuallyDrop;
 use std::sync::{OnceLock, Weak};
 use std::time::Duration;
 
-/// The only error of admission: a tenant-scoped dependency needs a tenant.
+/// The longest tenant id, in bytes of UTF-8 (C9): every output that names
+/// partitions (metrics, Prometheus text, events) is bounded by it.
+pub const MAX_TENANT_LEN: usize = 256;
+
+/// Why a tenant-scoped dependency refused the tenant it was given, before
+/// any partition was looked at (nothing is counted for it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AdmitError {
     /// `None` or `Some("")` on a tenant-scoped dependency; it never guesses.
     TenantRequired,
+    /// A tenant id longer than [`MAX_TENANT_LEN`] bytes (C9).
+    InvalidTenant {
+        /// The length given, in bytes.
+        len: usize,
+    },
 }
 
 impl fmt::Display for AdmitError {
@@ -32,6 +42,10 @@ impl fmt::Display for AdmitError {
             AdmitError::TenantRequired => {
                 f.write_str("this dependency is tenant-scoped: a non-empty tenant id is required")
             }
+            AdmitError::InvalidTenant { len } => write!(
+                f,
+                "a tenant id is 1 to {MAX_TENANT_LEN} bytes of UTF-8; this one is {len} bytes"
+            ),
         }
     }
 }
@@ -124,6 +138,7 @@ enum AnswerKind {
     Admitted,
     Rejected(RejectReason),
     TenantRequired,
+    InvalidTenant(usize),
 }
 
 /// The permit of a call admitted on closed word `w` of the partition at
@@ -156,6 +171,7 @@ impl Answer {
     const FORCED_OPEN: u64 = 3;
     const DEADLINE: u64 = 4;
     const TENANT: u64 = 5;
+    const INVALID_TENANT: u64 = 6;
     const SLOT: u64 = (1 << 21) - 1;
     const KIND_SHIFT: u32 = 21;
     const KIND: u64 = 0b111;
@@ -167,6 +183,22 @@ impl Answer {
         head: Self::TENANT << Self::KIND_SHIFT,
         tail: Self::NONE,
     };
+
+    /// A refused tenant id, its length in `tail`.
+    fn invalid_tenant(len: usize) -> Self {
+        Answer {
+            head: Self::INVALID_TENANT << Self::KIND_SHIFT,
+            tail: len as u64,
+        }
+    }
+
+    /// The answer for a tenant [`Dependency::tenant`] refused.
+    fn refused_tenant(e: AdmitError) -> Self {
+        match e {
+            AdmitError::TenantRequired => Self::TENANT_REQUIRED,
+            AdmitError::InvalidTenant { len } => Self::invalid_tenant(len),
+        }
+    }
 
     #[inline(always)]
     fn admitted(raw: RawPermit) -> Self {
@@ -214,6 +246,7 @@ impl Answer {
             Self::PROBE_BUDGET => AnswerKind::Rejected(RejectReason::ProbeBudget),
             Self::FORCED_OPEN => AnswerKind::Rejected(RejectReason::ForcedOpen),
             Self::DEADLINE => AnswerKind::Rejected(RejectReason::DeadlineExpired),
+            Self::INVALID_TENANT => AnswerKind::InvalidTenant(self.tail as usize),
             _ => AnswerKind::TenantRequired,
         }
     }
@@ -310,6 +343,21 @@ pub enum CallError<E> {
     DeadlineExpired,
     /// A tenant-scoped dependency was called without a tenant.
     TenantRequired,
+    /// A tenant-scoped dependency was called with a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes (C9): nothing ran, nothing was counted.
+    InvalidTenant {
+        /// The length given, in bytes.
+        len: usize,
+    },
+}
+
+impl<E> From<AdmitError> for CallError<E> {
+    fn from(e: AdmitError) -> Self {
+        match e {
+            AdmitError::TenantRequired => CallError::TenantRequired,
+            AdmitError::InvalidTenant { len } => CallError::InvalidTenant { len },
+        }
+    }
 }
 
 impl<E: fmt::Display> fmt::Display for CallError<E> {
@@ -319,6 +367,9 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
             CallError::Unavailable(u) => write!(f, "{u}"),
             CallError::DeadlineExpired => f.write_str("the call's deadline had already expired"),
             CallError::TenantRequired => fmt::Display::fmt(&AdmitError::TenantRequired, f),
+            CallError::InvalidTenant { len } => {
+                fmt::Display::fmt(&AdmitError::InvalidTenant { len: *len }, f)
+            }
         }
     }
 }
@@ -503,13 +554,15 @@ impl<'a> Target<'a> {
 }
 
 impl Dependency {
-    fn new(
+    /// The dependency of `config`; a tenant table the allocator refuses is
+    /// a [`ConfigError`] naming it (C9).
+    fn try_new(
         id: u32,
         config: DependencyConfig,
         clock: StdArc<dyn Clock>,
         events: StdArc<EventBus>,
         sweeper: StdArc<Sweeper>,
-    ) -> Self {
+    ) -> Result<Self, ConfigError> {
         let (consecutive, rate, window) = match config.trip {
             TripPolicy::ConsecutiveFailures(n) => (Some(n), None, None),
             TripPolicy::FailureRate {
@@ -535,12 +588,17 @@ impl Dependency {
             Isolation::Global => (Partition::standalone(Stats::striped(), zero_window), None),
             Isolation::Tenant => (
                 Partition::standalone(Stats::default(), zero_window),
-                Some(Table::new(config.max_tenants, window)),
+                Some(Table::try_new(config.max_tenants, window).map_err(|e| {
+                    ConfigError::one(format!(
+                        "dependency `{}`: cannot allocate the partition table of its `max_tenants: {}` ({e}); lower `max_tenants` or give the process more memory",
+                        config.name, config.max_tenants
+                    ))
+                })?),
             ),
         };
         let stale = matches!(config.fallback, Fallback::Stale { .. })
             .then(|| StaleCache::new(STALE_CACHE_CAPACITY));
-        Self {
+        Ok(Self {
             inner: StdArc::new(DepInner {
                 timed: config.slow_call.is_some(),
                 admit_fast: table.is_none() && config.slow_call.is_none(),
@@ -561,7 +619,7 @@ impl Dependency {
                 sweeper,
                 sweep_due: AtomicU64::new(u64::MAX),
             }),
-        }
+        })
     }
 
     /// The dependency's name.
@@ -616,9 +674,15 @@ impl Dependency {
         }
     }
 
+    /// The tenant as this dependency takes it: none for a global one
+    /// (which ignores it, whatever it is), else a non-empty id of at most
+    /// [`MAX_TENANT_LEN`] bytes (C9). The one place the rule is applied.
     fn tenant<'t>(&self, tenant: Option<&'t str>) -> Result<Option<&'t str>, AdmitError> {
         match (self.parts(), tenant) {
             (Parts::Global(_), _) => Ok(None),
+            (Parts::Tenant(..), Some(t)) if t.len() > MAX_TENANT_LEN => {
+                Err(AdmitError::InvalidTenant { len: t.len() })
+            }
             (Parts::Tenant(..), Some(t)) if !t.is_empty() => Ok(Some(t)),
             (Parts::Tenant(..), _) => Err(AdmitError::TenantRequired),
         }
@@ -811,6 +875,7 @@ impl Dependency {
                 retry_after: a.retry_after(),
             })),
             AnswerKind::TenantRequired => Err(AdmitError::TenantRequired),
+            AnswerKind::InvalidTenant(len) => Err(AdmitError::InvalidTenant { len }),
         }
     }
 
@@ -873,8 +938,9 @@ impl Dependency {
 
     #[inline(never)]
     fn admit_slow(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
-        let Ok(tenant) = self.tenant(tenant) else {
-            return Answer::TENANT_REQUIRED;
+        let tenant = match self.tenant(tenant) {
+            Ok(t) => t,
+            Err(e) => return Answer::refused_tenant(e),
         };
         let inner = &*self.inner;
         if let Some(d) = deadline {
@@ -1331,7 +1397,13 @@ impl Dependency {
         }
     }
 
-    fn operate(&self, tenant: Option<&str>, kind: EventKind) {
+    fn operate(&self, tenant: Option<&str>, kind: EventKind) -> Result<(), AdmitError> {
+        let tenant = match self.tenant(tenant) {
+            Ok(t) => t,
+            // No tenant: every partition.
+            Err(AdmitError::TenantRequired) => None,
+            Err(e) => return Err(e),
+        };
         let action: fn(Word) -> Option<(Word, Transition)> = match kind {
             EventKind::ForcedOpen => machine::force_open,
             _ => machine::reset,
@@ -1347,7 +1419,7 @@ impl Dependency {
                 None => false,
             }
         };
-        match (self.parts(), tenant.filter(|t| !t.is_empty())) {
+        match (self.parts(), tenant) {
             (Parts::Global(p), _) => {
                 apply(0, p, NO_OWNER);
             }
@@ -1363,10 +1435,10 @@ impl Dependency {
                     // overflow partition (that would isolate innocent tenants).
                     t.set_forced(name, true);
                     self.announce(kind, name.to_string());
-                    return;
+                    return Ok(());
                 }
                 if apply(target.slot, target.part, target.owner) {
-                    return;
+                    return Ok(());
                 }
             },
             (Parts::Tenant(t, _), Some(name)) => {
@@ -1391,6 +1463,7 @@ impl Dependency {
                 apply(0, zero, NO_OWNER);
             }
         }
+        Ok(())
     }
 
     /// An operator action's event for a tenant that has no partition.
@@ -1408,16 +1481,32 @@ impl Dependency {
     }
 
     /// Forces a partition closed: new generation, counters cleared (C11).
-    /// `None` on a tenant-scoped dependency resets every partition and ends
-    /// a dependency-wide `force_open`.
+    /// `None` (or `Some("")`) on a tenant-scoped dependency resets every
+    /// partition and ends a dependency-wide `force_open`. A tenant id
+    /// longer than [`MAX_TENANT_LEN`] bytes names no partition: nothing is
+    /// done ([`try_reset`](Self::try_reset) says so).
     pub fn reset(&self, tenant: Option<&str>) {
+        let _ = self.try_reset(tenant);
+    }
+
+    /// [`reset`](Self::reset), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_reset(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
         self.operate(tenant, EventKind::Reset)
     }
 
-    /// Isolates a partition until [`reset`](Self::reset) (C11). `None` on a
-    /// tenant-scoped dependency isolates every partition, including tenants
-    /// first seen afterwards.
+    /// Isolates a partition until [`reset`](Self::reset) (C11). `None` (or
+    /// `Some("")`) on a tenant-scoped dependency isolates every partition,
+    /// including tenants first seen afterwards. A tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes names no partition: nothing is done (and
+    /// nothing created; [`try_force_open`](Self::try_force_open) says so).
     pub fn force_open(&self, tenant: Option<&str>) {
+        let _ = self.try_force_open(tenant);
+    }
+
+    /// [`force_open`](Self::force_open), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_force_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
         self.operate(tenant, EventKind::ForcedOpen)
     }
 
@@ -1434,7 +1523,9 @@ impl Dependency {
 
     /// The partition that serves a tenant just admitted or rejected: the
     /// tenant id, `global`, or `<overflow>` when the tenant is not in the
-    /// table (C9). Read-only: never creates a partition.
+    /// table (C9), as for a missing tenant or one longer than
+    /// [`MAX_TENANT_LEN`] bytes, which no partition is named after.
+    /// Read-only: never creates a partition.
     pub fn partition_of(&self, tenant: Option<&str>) -> String {
         let tenant = self.tenant(tenant).ok().flatten();
         self.resolve_existing(tenant).2
@@ -1460,7 +1551,9 @@ impl Dependency {
     /// for (tenant or `global`, `cache_key`) no older than `max_staleness`;
     /// `degraded` runs `degraded` (`None` from it means it failed); `error`
     /// always yields [`DependencyUnavailable`] with the code. A fallback
-    /// never turns into a recorded success.
+    /// never turns into a recorded success. A tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes is served nothing and counted nowhere
+    /// (C9): [`DependencyUnavailable`] for the `<overflow>` partition.
     pub fn serve_fallback<T: Clone + Send + Sync + 'static>(
         &self,
         tenant: Option<&str>,
@@ -1469,7 +1562,18 @@ impl Dependency {
         degraded: Option<impl FnOnce() -> Option<T>>,
     ) -> Result<T, DependencyUnavailable> {
         let inner = &*self.inner;
-        let tenant = self.tenant(tenant).ok().flatten();
+        let tenant = match self.tenant(tenant) {
+            Ok(t) => t,
+            Err(AdmitError::TenantRequired) => None,
+            Err(AdmitError::InvalidTenant { .. }) => {
+                return Err(DependencyUnavailable {
+                    dependency: inner.config.name.clone(),
+                    partition: OVERFLOW.to_string(),
+                    code: inner.config.fallback.code().map(str::to_string),
+                    retry_after: rejection.retry_after,
+                })
+            }
+        };
         let (_, part, partition) = self.resolve_existing(tenant);
         let stats = part.stats();
         let unavailable = |code: Option<String>| DependencyUnavailable {
@@ -1513,7 +1617,8 @@ impl Dependency {
         }
     }
 
-    /// Stores a good value for `stale` fallbacks (a no-op for other kinds).
+    /// Stores a good value for `stale` fallbacks (a no-op for other kinds,
+    /// and for a tenant id longer than [`MAX_TENANT_LEN`] bytes, C9).
     pub fn cache_put<T: Clone + Send + Sync + 'static>(
         &self,
         tenant: Option<&str>,
@@ -1521,7 +1626,11 @@ impl Dependency {
         value: T,
     ) {
         if let Some(c) = &self.inner.stale {
-            let owner = self.tenant(tenant).ok().flatten().unwrap_or(GLOBAL);
+            let owner = match self.tenant(tenant) {
+                Ok(t) => t.unwrap_or(GLOBAL),
+                Err(AdmitError::TenantRequired) => GLOBAL,
+                Err(AdmitError::InvalidTenant { .. }) => return,
+            };
             c.put(owner, key, self.inner.clock.now(), value);
         }
     }
@@ -1553,7 +1662,7 @@ impl Dependency {
         match self.admit(tenant, deadline) {
             Ok(Decision::Admitted(p)) => finish(p, f()),
             Ok(Decision::Rejected(r)) => self.refused(tenant, &r),
-            Err(_) => Err(CallError::TenantRequired),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -1598,10 +1707,7 @@ impl Dependency {
         options: CallOptions<'_, T>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        match self
-            .admit(tenant, deadline)
-            .map_err(|_| CallError::TenantRequired)?
-        {
+        match self.admit(tenant, deadline).map_err(CallError::from)? {
             Decision::Admitted(p) => {
                 let out = f();
                 if let (Ok(v), Some(k)) = (&out, options.cache_key) {
@@ -1626,10 +1732,7 @@ impl Dependency {
         deadline: Option<Instant>,
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
-        match self
-            .admit(tenant, deadline)
-            .map_err(|_| CallError::TenantRequired)?
-        {
+        match self.admit(tenant, deadline).map_err(CallError::from)? {
             Decision::Admitted(p) => finish(p, fut.await),
             Decision::Rejected(r) => self.reject_to_error(tenant, &r),
         }
@@ -1728,12 +1831,36 @@ impl fmt::Debug for Bank {
 
 impl Bank {
     /// A bank on the system's monotonic clock.
+    ///
+    /// # Panics
+    ///
+    /// When the allocator refuses a partition table (see
+    /// [`Bank::try_new`], which returns that as a [`ConfigError`]).
     pub fn new(profile: Profile) -> Bank {
         Self::with_clock(profile, MonotonicClock::new())
     }
 
     /// A bank on the given clock (e.g. a [`ManualClock`] in tests).
+    ///
+    /// # Panics
+    ///
+    /// As [`Bank::new`]; [`Bank::try_with_clock`] does not.
     pub fn with_clock(profile: Profile, clock: impl Clock + 'static) -> Bank {
+        Self::try_with_clock(profile, clock).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Bank::new`], with a partition table the allocator refuses
+    /// returned as a [`ConfigError`] naming its dependency, never an abort
+    /// or a panic (C9). What the C and Python constructors use.
+    pub fn try_new(profile: Profile) -> Result<Bank, ConfigError> {
+        Self::try_with_clock(profile, MonotonicClock::new())
+    }
+
+    /// [`Bank::with_clock`], fallible as [`Bank::try_new`] is.
+    pub fn try_with_clock(
+        profile: Profile,
+        clock: impl Clock + 'static,
+    ) -> Result<Bank, ConfigError> {
         let clock: StdArc<dyn Clock> = StdArc::new(clock);
         let events = StdArc::new(EventBus::new());
         let sweeper = StdArc::new(Sweeper {
@@ -1741,12 +1868,12 @@ impl Bank {
             started: AtomicBool::new(false),
             manual: clock.as_manual().is_some(),
         });
-        let deps: Vec<Dependency> = profile
+        let deps = profile
             .dependencies()
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                Dependency::new(
+                Dependency::try_new(
                     i as u32,
                     c.clone(),
                     clock.clone(),
@@ -1754,7 +1881,7 @@ impl Bank {
                     sweeper.clone(),
                 )
             })
-            .collect();
+            .collect::<Result<Vec<Dependency>, ConfigError>>()?;
         let _ = sweeper
             .deps
             .set(deps.iter().map(|d| StdArc::downgrade(&d.inner)).collect());
@@ -1766,12 +1893,12 @@ impl Bank {
             .iter()
             .map(|d| (d.name().to_string(), d.id()))
             .collect();
-        Bank {
+        Ok(Bank {
             deps,
             by_name,
             clock,
             events,
-        }
+        })
     }
 
     /// A dependency by name; resolve once, then clone the handle freely.
@@ -1897,6 +2024,10 @@ mod tests {
         assert!(matches!(
             Answer::TENANT_REQUIRED.kind(),
             AnswerKind::TenantRequired
+        ));
+        assert!(matches!(
+            Answer::refused_tenant(AdmitError::InvalidTenant { len: 1 << 20 }).kind(),
+            AnswerKind::InvalidTenant(len) if len == 1 << 20
         ));
     }
 }

@@ -81,7 +81,7 @@ mod sync;
 
 pub use bank::{
     AdmitError, Bank, CallError, CallOptions, Decision, Dependency, Outcome, Permit, RawPermit,
-    RejectReason, Rejection, Stuck,
+    RejectReason, Rejection, Stuck, MAX_TENANT_LEN,
 };
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
 pub use events::{Event, EventKind, EVENT_QUEUE};
@@ -89,7 +89,10 @@ pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CA
 pub use metrics::{DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
+    DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
+#[doc(hidden)]
+pub use sync::Installed;
 
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]

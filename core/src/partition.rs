@@ -907,7 +907,7 @@ const WAYS: usize = 16;
 const WAYS: usize = 1;
 
 /// Index cells: a 6-bit tag from the tenant's hash over a 26-bit slot
-/// (slots run to twice `MAX_MAX_TENANTS` = 2^25, inclusive).
+/// (slots run to twice `MAX_MAX_TENANTS`, inclusive).
 const SLOT_BITS: u32 = 26;
 const _: () = assert!(2 * (crate::profile::MAX_MAX_TENANTS as u64) < (1 << SLOT_BITS));
 
@@ -929,13 +929,18 @@ struct Index {
 }
 
 impl Index {
-    fn new(capacity: u32) -> Self {
-        let buckets = (capacity as usize).div_ceil(2 * WAYS).max(1);
-        Self {
-            cells: zeroed_buckets(buckets),
+    fn try_new(capacity: u32) -> Result<Self, OutOfMemory> {
+        let buckets = Self::buckets_for(capacity);
+        Ok(Self {
+            cells: zeroed_buckets(buckets)?,
             buckets: buckets as u64,
             victim: AtomicUsize::new(0),
-        }
+        })
+    }
+
+    /// Buckets for a table of `capacity` tenants: one cell per two.
+    fn buckets_for(capacity: u32) -> usize {
+        (capacity as usize).div_ceil(2 * WAYS).max(1)
     }
 
     #[inline]
@@ -1029,30 +1034,69 @@ struct Bucket([AtomicU32; WAYS]);
 /// `n` zeroed buckets, zeroed by the allocator (which, for their 64-byte
 /// alignment, writes the zeros: the index is in memory from the start).
 #[cfg(not(loom))]
-fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
-    let Ok(layout) = std::alloc::Layout::array::<Bucket>(n) else {
-        return Box::new([]);
-    };
+fn zeroed_buckets(n: usize) -> Result<Box<[Bucket]>, OutOfMemory> {
+    let layout = std::alloc::Layout::array::<Bucket>(n).map_err(|_| OutOfMemory {
+        bytes: n.saturating_mul(std::mem::size_of::<Bucket>()),
+    })?;
     if layout.size() == 0 {
-        return Box::new([]);
+        return Ok(Box::new([]));
     }
     // SAFETY: the layout has a non-zero size.
     let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut Bucket;
     if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
+        return Err(OutOfMemory {
+            bytes: layout.size(),
+        });
     }
     // SAFETY: `p` is a live allocation of `layout`, i.e. of `[Bucket; n]`,
     // from the global allocator, as `Box` expects; all-zero bytes are a
     // valid `Bucket` (an array of `AtomicU32`, which has the in-memory
     // representation of `u32`).
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) }
+    Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) })
 }
 
 #[cfg(loom)]
-fn zeroed_buckets(n: usize) -> Box<[Bucket]> {
-    (0..n)
+fn zeroed_buckets(n: usize) -> Result<Box<[Bucket]>, OutOfMemory> {
+    Ok((0..n)
         .map(|_| Bucket(std::array::from_fn(|_| AtomicU32::new(0))))
-        .collect()
+        .collect())
+}
+
+/// An up-front allocation of a table that the allocator refused: building
+/// a bank reports it as a profile error rather than aborting (C9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OutOfMemory {
+    /// The size of the allocation refused.
+    pub(crate) bytes: usize,
+}
+
+impl std::fmt::Display for OutOfMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the allocator refused {} bytes", self.bytes)
+    }
+}
+
+/// `Box::new(value)`, with a refusal returned instead of aborting.
+fn try_box<T>(value: T) -> Result<Box<T>, OutOfMemory> {
+    let layout = std::alloc::Layout::new::<T>();
+    if layout.size() == 0 {
+        return Ok(Box::new(value));
+    }
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc(layout) }.cast::<T>();
+    if p.is_null() {
+        return Err(OutOfMemory {
+            bytes: layout.size(),
+        });
+    }
+    // SAFETY: `p` is a fresh allocation of `Layout::new::<T>()` from the
+    // global allocator, so aligned and large enough for a `T`, and owned
+    // by no one: writing the value initialises it, and `Box` may then own
+    // it (it frees with the same layout).
+    unsafe {
+        p.write(value);
+        Ok(Box::from_raw(p))
+    }
 }
 
 /// A shard entry: the partition's slot, the id's hash (so rebuilding a
@@ -1171,28 +1215,31 @@ unsafe impl Send for Arena {}
 unsafe impl Sync for Arena {}
 
 impl Arena {
-    fn new(slots: usize) -> Self {
-        let layout = Self::layout(slots);
+    fn try_new(slots: usize) -> Result<Self, OutOfMemory> {
+        let layout = Self::layout(slots).ok_or(OutOfMemory {
+            bytes: slots.saturating_mul(std::mem::size_of::<Partition>()),
+        })?;
         if layout.size() == 0 {
-            return Self {
+            return Ok(Self {
                 base: std::ptr::NonNull::dangling(),
                 slots: 0,
-            };
+            });
         }
         #[cfg(not(loom))]
         let p = Self::zeroed(layout).cast::<Partition>();
         #[cfg(loom)]
         // SAFETY: `layout` has a non-zero size.
         let p = unsafe { std::alloc::alloc(layout) }.cast::<Partition>();
-        let base =
-            std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        let base = std::ptr::NonNull::new(p).ok_or(OutOfMemory {
+            bytes: layout.size(),
+        })?;
         // Loom's atomics are modelled objects, not bytes: make each slot.
         #[cfg(loom)]
         for k in 0..slots {
             // SAFETY: `k < slots`: inside the allocation, not yet shared.
             unsafe { base.as_ptr().add(k).write(Partition::free()) };
         }
-        Self { base, slots }
+        Ok(Self { base, slots })
     }
 
     /// Zeroed memory for `layout` (non-zero size), null if there is none.
@@ -1241,18 +1288,18 @@ impl Arena {
         let _ = (p, len, advice);
     }
 
-    /// Room for `slots` partitions (none if that overflows), aligned to a
-    /// cache line, so a home's two slots share one, and to a huge page
+    /// Room for `slots` partitions (`None` if that overflows), aligned to
+    /// a cache line, so a home's two slots share one, and to a huge page
     /// when it spans two. (A partition's own alignment is 32, and malloc
     /// can place a small arena 32 bytes past a line, splitting each of
     /// its homes in two.)
-    fn layout(slots: usize) -> std::alloc::Layout {
+    fn layout(slots: usize) -> Option<std::alloc::Layout> {
         std::alloc::Layout::array::<Partition>(slots)
             .and_then(|l| match l.size() >= 2 * HUGE_PAGE {
                 true => l.align_to(HUGE_PAGE),
                 false => l.align_to(LINE),
             })
-            .unwrap_or_else(|_| std::alloc::Layout::new::<()>())
+            .ok()
     }
 
     /// The partition at `i`.
@@ -1280,6 +1327,10 @@ impl Drop for Arena {
         if self.slots == 0 {
             return;
         }
+        // An arena with slots was made with this layout, so it exists.
+        let Some(layout) = Self::layout(self.slots) else {
+            return;
+        };
         // SAFETY: every slot is initialised (see `get`) and, with `&mut
         // self`, no longer reachable by anyone else; each is dropped once
         // (which frees its cold part, if any), then the allocation freed
@@ -1289,7 +1340,7 @@ impl Drop for Arena {
                 self.base.as_ptr(),
                 self.slots,
             ));
-            std::alloc::dealloc(self.base.as_ptr().cast(), Self::layout(self.slots));
+            std::alloc::dealloc(self.base.as_ptr().cast(), layout);
         }
     }
 }
@@ -1361,28 +1412,72 @@ impl Drop for Table {
 }
 
 impl Table {
+    /// A table of `capacity` tenants, for tests: [`Table::try_new`] that
+    /// panics when the allocator refuses.
+    #[cfg(test)]
     pub(crate) fn new(capacity: u32, window: Option<Duration>) -> Self {
-        // About 32 tenants a shard, so an insert's copy stays small (with
-        // at most 4,096 shards a 1M table's held ~244 entries each, and a
-        // new tenant cost 3.2 µs). The cap bounds what an empty table costs
-        // up front: 32,768 shards, about 1.8 MB, for 1M tenants and more.
-        let shards_wanted = (capacity as usize / 32)
+        Self::try_new(capacity, window).unwrap_or_else(|e| panic!("a table of {capacity}: {e}"))
+    }
+
+    /// About 32 tenants a shard, so an insert's copy stays small (with at
+    /// most 4,096 shards a 1M table's held ~244 entries each, and a new
+    /// tenant cost 3.2 µs). The cap bounds what an empty table costs up
+    /// front: 32,768 shards, about 1.8 MB, for 1M tenants.
+    fn shards_for(capacity: u32) -> usize {
+        (capacity as usize / 32)
             .clamp(1, MAX_SHARDS)
-            .next_power_of_two();
+            .next_power_of_two()
+    }
+
+    /// Bytes [`Table::try_new`] allocates up front for `capacity` tenants:
+    /// the arena, the index and the shards' skeleton (an empty shard each).
+    /// What the profile's `memory_limit` is checked against (C9).
+    pub(crate) fn footprint(capacity: u32) -> u64 {
+        let arena = Arena::layout(2 * capacity as usize).map_or(u64::MAX, |l| l.size() as u64);
+        let index = (Index::buckets_for(capacity) * std::mem::size_of::<Bucket>()) as u64;
+        let shard = std::mem::size_of::<epoch::Atomic<Shard>>() + std::mem::size_of::<Shard>();
+        let shards = (Self::shards_for(capacity) * shard) as u64;
+        arena.saturating_add(index).saturating_add(shards)
+    }
+
+    /// A table of `capacity` tenants. Every up-front allocation is
+    /// fallible: a refusal is returned, never an abort (C9).
+    pub(crate) fn try_new(capacity: u32, window: Option<Duration>) -> Result<Self, OutOfMemory> {
+        let index = Index::try_new(capacity)?;
+        let arena = Arena::try_new(2 * capacity as usize)?;
+        let shards_wanted = Self::shards_for(capacity);
         let shard_bits = shards_wanted.trailing_zeros();
-        Self {
-            shards: (0..shards_wanted)
-                .map(|_| {
-                    epoch::Atomic::new(Shard {
-                        map: hashbrown::HashTable::new(),
-                    })
-                })
-                .collect(),
+        // Boxes first: an `epoch::Atomic` does not free what it points to,
+        // so only a complete set is moved into them.
+        let mut boxes = Vec::new();
+        boxes
+            .try_reserve_exact(shards_wanted)
+            .map_err(|_| OutOfMemory {
+                bytes: shards_wanted * std::mem::size_of::<Box<Shard>>(),
+            })?;
+        for _ in 0..shards_wanted {
+            boxes.push(try_box(Shard {
+                map: hashbrown::HashTable::new(),
+            })?);
+        }
+        let mut shards = Vec::new();
+        shards
+            .try_reserve_exact(shards_wanted)
+            .map_err(|_| OutOfMemory {
+                bytes: shards_wanted * std::mem::size_of::<epoch::Atomic<Shard>>(),
+            })?;
+        shards.extend(
+            boxes
+                .into_iter()
+                .map(|b| epoch::Atomic::from(epoch::Owned::from(b))),
+        );
+        Ok(Self {
+            shards: shards.into_boxed_slice(),
             shard_bits,
-            index: Index::new(capacity),
+            index,
             hasher: TableHasher::default(),
             fingerprints: fingerprint_keys(),
-            arena: Arena::new(2 * capacity as usize),
+            arena,
             capacity,
             live: AtomicU32::new(0),
             window,
@@ -1392,7 +1487,7 @@ impl Table {
             forced_all: AtomicBool::new(false),
             forced: epoch::Atomic::new(ForcedKeys::default()),
             forced_count: AtomicUsize::new(0),
-        }
+        })
     }
 
     /// Whether `tenant` was forced open one by one (see `Table::forced`).
@@ -2318,7 +2413,7 @@ mod tests {
             for _ in 0..100 {
                 let t = Table::new(n, None);
                 away = away.max(placement(&t, &ids).2);
-                let index = Index::new(4 * n);
+                let index = Index::try_new(4 * n).expect("a small index");
                 for (i, id) in ids.iter().enumerate() {
                     index.remember(t.hash(id), i as u32 + 1);
                 }
@@ -2486,10 +2581,26 @@ mod tests {
         }
     }
 
+    /// What the profile's `memory_limit` is checked against is what a
+    /// table holds once made.
+    #[test]
+    fn c9_footprint_is_what_a_table_allocates_up_front() {
+        for n in [1, 17, 5000, 1 << 17, crate::profile::MAX_MAX_TENANTS] {
+            let t = Table::new(n, None);
+            let held = t.arena.slots * std::mem::size_of::<Partition>()
+                + std::mem::size_of_val(&*t.index.cells)
+                + t.shards.len()
+                    * (std::mem::size_of::<epoch::Atomic<Shard>>() + std::mem::size_of::<Shard>());
+            assert_eq!(Table::footprint(n), held as u64, "{n} tenants");
+        }
+        let most = Table::footprint(crate::profile::MAX_MAX_TENANTS);
+        assert!(most < 70_000_000, "{most} bytes for the largest table");
+    }
+
     #[test]
     fn c9_the_largest_max_tenants_is_not_a_failure() {
-        // 2^25 slots: a 1 GiB arena and a 32 MiB index, zeroed when made;
-        // the table works and drops.
+        // 2,000,000 slots: a 61 MiB arena and a 2 MB index, zeroed when
+        // made; the table works and drops.
         let t = Table::new(crate::profile::MAX_MAX_TENANTS, None);
         for id in ["a", "b", "a-much-longer-tenant-id-than-a-partition-keeps"] {
             let r = t.get_or_insert(id).expect("room");

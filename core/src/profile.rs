@@ -3,6 +3,7 @@
 //! dependency and the field.
 
 use crate::fallback::Fallback;
+use crate::partition::Table;
 use crate::state::word::{MAX_COUNT, MAX_PROBES};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -12,8 +13,11 @@ use std::time::Duration;
 
 /// Default bound on tenant partitions per tenant-scoped dependency (C9).
 pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
-/// Largest `max_tenants` accepted.
+/// Largest `max_tenants` accepted (C9): a table of this many tenants
+/// takes about 67 MB when the bank is built.
 pub const MAX_MAX_TENANTS: u32 = 1_000_000;
+/// The `memory_limit` of a profile that sets none (C9): 1 GiB.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 /// Largest `min_calls` the rolling window can count.
 pub const MAX_MIN_CALLS: u32 = (1 << 20) - 1;
 
@@ -25,7 +29,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn one(msg: impl Into<String>) -> Self {
+    pub(crate) fn one(msg: impl Into<String>) -> Self {
         Self {
             problems: vec![msg.into()],
         }
@@ -103,11 +107,12 @@ pub struct DependencyConfig {
     pub fallback: Fallback,
     /// When a tripped breaker counts as stuck (C15).
     pub recovery_bound: Duration,
-    /// Bound on tenant partitions (tenant isolation only). The table's
-    /// slots (64 bytes a tenant, two of 32) and index (2 bytes a tenant)
-    /// are allocated and zeroed when the bank is made, so the bound costs
-    /// memory from the start, tenants or not; a full table of healthy
-    /// tenants costs about 122 bytes a tenant all told.
+    /// Bound on tenant partitions (tenant isolation only), at most
+    /// [`MAX_MAX_TENANTS`]. The table's slots (64 bytes a tenant, two of
+    /// 32) and index (2 bytes a tenant) are allocated and zeroed when the
+    /// bank is made, so the bound costs memory from the start, tenants or
+    /// not, and counts against the profile's `memory_limit`; a full table
+    /// of healthy tenants costs about 122 bytes a tenant all told.
     pub max_tenants: u32,
 }
 
@@ -132,6 +137,7 @@ pub struct DependencyConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
     deps: Vec<DependencyConfig>,
+    memory_limit: u64,
 }
 
 impl Profile {
@@ -150,6 +156,10 @@ impl Profile {
         })?;
         let mut problems = Vec::new();
         let mut deps = Vec::new();
+        let memory_limit = match &raw.memory_limit {
+            None => Some(DEFAULT_MEMORY_LIMIT),
+            Some(v) => parse_bytes(v).map_err(|why| problems.push(why)).ok(),
+        };
         if raw.dependencies.0.is_empty() {
             problems.push("`dependencies` is empty: declare at least one dependency".into());
         }
@@ -162,10 +172,14 @@ impl Profile {
                 deps.push(cfg);
             }
         }
-        if problems.is_empty() {
-            Ok(Profile { deps })
-        } else {
-            Err(ConfigError { problems })
+        if let (true, Some(limit)) = (problems.is_empty(), memory_limit) {
+            if let Some(why) = over_memory_limit(&deps, limit, raw.memory_limit.as_ref()) {
+                problems.push(why);
+            }
+        }
+        match (problems.is_empty(), memory_limit) {
+            (true, Some(memory_limit)) => Ok(Profile { deps, memory_limit }),
+            _ => Err(ConfigError { problems }),
         }
     }
 
@@ -182,12 +196,114 @@ impl Profile {
     pub fn dependencies(&self) -> &[DependencyConfig] {
         &self.deps
     }
+
+    /// The bytes the dependencies' partition tables may take when the
+    /// bank is built (C9): the top-level `memory_limit`, or
+    /// [`DEFAULT_MEMORY_LIMIT`].
+    pub fn memory_limit(&self) -> u64 {
+        self.memory_limit
+    }
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProfile {
+    /// Any YAML value: every malformed one gets the same message, naming
+    /// the field (an untagged enum's error would not).
+    memory_limit: Option<serde_yaml_ng::Value>,
     dependencies: DepMap,
+}
+
+/// The units `memory_limit` takes, longest first where one ends another.
+const BYTE_UNITS: [(&str, u64); 10] = [
+    ("KiB", 1 << 10),
+    ("MiB", 1 << 20),
+    ("GiB", 1 << 30),
+    ("TiB", 1 << 40),
+    ("kB", 1_000),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("TB", 1_000_000_000_000),
+    ("B", 1),
+];
+
+/// `memory_limit`'s value in bytes: a positive whole number of bytes, or
+/// one with a unit (`512MiB`, `2GiB`, `1GB`).
+fn parse_bytes(v: &serde_yaml_ng::Value) -> Result<u64, String> {
+    let bad = |got: &dyn fmt::Display| {
+        format!(
+            "field `memory_limit` must be a positive size in bytes like `512MiB`, `2GiB` or `1073741824`, got `{got}`"
+        )
+    };
+    let n = match v {
+        serde_yaml_ng::Value::Number(n) => n.as_u64().ok_or_else(|| bad(n))?,
+        serde_yaml_ng::Value::String(text) => {
+            let t = text.trim();
+            let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let (num, unit) = t.split_at(digits);
+            let scale = match unit.trim() {
+                "" => 1,
+                u => BYTE_UNITS
+                    .iter()
+                    .find(|(name, _)| *name == u)
+                    .map(|&(_, scale)| scale)
+                    .ok_or_else(|| bad(text))?,
+            };
+            num.parse::<u64>()
+                .ok()
+                .and_then(|n| n.checked_mul(scale))
+                .ok_or_else(|| bad(text))?
+        }
+        other => {
+            let shown = serde_yaml_ng::to_string(other).unwrap_or_default();
+            return Err(bad(&shown.trim()));
+        }
+    };
+    if n == 0 {
+        return Err(bad(&n));
+    }
+    Ok(n)
+}
+
+/// The problem with `deps` whose partition tables need more than `limit`
+/// bytes up front, naming the dependencies; `given` is the field as
+/// written (absent: the default).
+fn over_memory_limit(
+    deps: &[DependencyConfig],
+    limit: u64,
+    given: Option<&serde_yaml_ng::Value>,
+) -> Option<String> {
+    let tables: Vec<(&str, u64)> = deps
+        .iter()
+        .filter(|d| d.isolation == Isolation::Tenant)
+        .map(|d| (d.name.as_str(), Table::footprint(d.max_tenants)))
+        .collect();
+    let need = tables
+        .iter()
+        .fold(0u64, |sum, &(_, bytes)| sum.saturating_add(bytes));
+    if need <= limit {
+        return None;
+    }
+    let each: Vec<String> = tables
+        .iter()
+        .map(|(name, bytes)| format!("`{name}` ({})", mib(*bytes)))
+        .collect();
+    let limit_text = match given {
+        Some(serde_yaml_ng::Value::String(s)) => format!("`memory_limit: {s}`"),
+        Some(serde_yaml_ng::Value::Number(n)) => format!("`memory_limit: {n}`"),
+        _ => "`memory_limit` (default 1GiB)".to_string(),
+    };
+    Some(format!(
+        "the partition tables of dependencies {} need {} when the bank is built, more than {limit_text} ({limit} bytes): lower their `max_tenants` or raise `memory_limit`",
+        each.join(", "),
+        mib(need),
+    ))
+}
+
+/// Bytes as MiB with one decimal, for messages.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 /// The `dependencies` mapping, keeping order and rejecting duplicate names

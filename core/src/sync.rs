@@ -45,6 +45,7 @@ pub(crate) use crossbeam_epoch as epoch;
 pub(crate) use crossbeam_utils::CachePadded;
 
 use crate::state::word::Word;
+use std::marker::PhantomData;
 
 /// The typed atomic cell type for the packed word.
 #[cfg(not(loom))]
@@ -187,18 +188,61 @@ pub(crate) fn prefetch<T>(p: *const T) {
 /// A part made on first need and kept until its owner drops: null, or
 /// one boxed value installed by a compare-and-swap from null and never
 /// replaced, so a `&T` it hands out lives as long as `&self`.
+///
+/// It owns its `T` as `OnceLock<T>` does: sending it sends the `T`
+/// (`T: Send`), and sharing it lets any thread install a `T`, read it, or
+/// leave it to be dropped by whichever thread drops the owner
+/// (`T: Send + Sync`). Not part of the API; public (hidden) only so these
+/// bounds are checked from outside the crate:
+///
+/// ```
+/// fn send_and_sync<T: Send + Sync>() {}
+/// send_and_sync::<breakerbank::Installed<std::sync::Arc<u8>>>();
+/// ```
+///
+/// A `T` that must stay on its thread makes it neither `Send`:
+///
+/// ```compile_fail
+/// fn send<T: Send>() {}
+/// send::<breakerbank::Installed<std::rc::Rc<u8>>>();
+/// ```
+///
+/// nor `Sync`:
+///
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<breakerbank::Installed<std::rc::Rc<u8>>>();
+/// ```
+///
+/// and a `T` that is `Send` but not `Sync` keeps it from being `Sync`:
+///
+/// ```compile_fail
+/// fn sync<T: Sync>() {}
+/// sync::<breakerbank::Installed<std::cell::Cell<u8>>>();
+/// ```
+///
+/// The raw pointer in the marker keeps the auto traits from following
+/// `AtomicPtr`, which is `Send + Sync` whatever it points to.
 #[derive(Debug)]
-pub(crate) struct Installed<T>(AtomicPtr<T>);
+pub struct Installed<T>(AtomicPtr<T>, PhantomData<*mut T>);
+
+// SAFETY: an `Installed<T>` owns at most one boxed `T`; moving it to
+// another thread moves that `T` (dropped there), which `T: Send` allows.
+unsafe impl<T: Send> Send for Installed<T> {}
+// SAFETY: through `&Installed<T>` a thread may read the `T` another
+// installed (`T: Sync`) or install one that another thread later drops
+// with the owner (`T: Send`): `OnceLock`'s bounds, for the same reasons.
+unsafe impl<T: Send + Sync> Sync for Installed<T> {}
 
 impl<T> Installed<T> {
     /// Nothing installed yet.
     pub(crate) fn empty() -> Self {
-        Self(AtomicPtr::new(std::ptr::null_mut()))
+        Self(AtomicPtr::new(std::ptr::null_mut()), PhantomData)
     }
 
     /// `value` installed already.
     pub(crate) fn with(value: T) -> Self {
-        Self(AtomicPtr::new(Box::into_raw(Box::new(value))))
+        Self(AtomicPtr::new(Box::into_raw(Box::new(value))), PhantomData)
     }
 
     /// The installed value, if any.

@@ -338,3 +338,109 @@ fn load_names_a_missing_file() {
         .to_string();
     assert!(err.contains("/nonexistent/profile.yaml"), "{err}");
 }
+
+/// `count` tenant-scoped dependencies of `max_tenants` each, after `head`
+/// (top-level fields).
+fn many_dependencies(head: &str, count: usize, max_tenants: u64) -> String {
+    let mut yaml = format!("{head}dependencies:\n");
+    for i in 0..count {
+        yaml.push_str(&format!(
+            "  client_{i:02}:\n    isolation: tenant\n    trip: {{consecutive_failures: 5}}\n    open_duration: 30s\n    half_open: {{probe_budget: 1, success_threshold: 1}}\n    fallback: {{kind: error, code: DOWN}}\n    recovery_bound: 5m\n    max_tenants: {max_tenants}\n"
+        ));
+    }
+    yaml
+}
+
+#[test]
+fn c9_max_tenants_is_at_most_one_million() {
+    rejects(
+        "max_tenants: 10000",
+        "max_tenants: 1000001",
+        &["payments_client", "max_tenants", "1000000", "1000001"],
+    );
+    let at_cap = GOOD.replace("max_tenants: 10000", "max_tenants: 1000000");
+    let p = Profile::from_yaml(&at_cap).expect("1,000,000 is allowed");
+    assert_eq!(p.dependencies()[0].max_tenants, 1_000_000);
+}
+
+/// The 926-byte profile: four dependencies of 2^24 tenants each.
+#[test]
+fn c9_the_926_byte_profile_is_rejected_at_load() {
+    let yaml = many_dependencies("", 4, 16_777_216);
+    let err = Profile::from_yaml(&yaml).expect_err("2^24 tenants is over the cap");
+    let msg = err.to_string();
+    for name in ["client_00", "client_01", "client_02", "client_03"] {
+        assert!(msg.contains(name), "`{msg}` should name `{name}`");
+    }
+    assert!(msg.contains("max_tenants"), "{msg}");
+}
+
+#[test]
+fn c9_memory_limit_takes_bytes_with_a_unit() {
+    for (limit, bytes) in [
+        ("512MiB", 512 << 20),
+        ("2GiB", 2 << 30),
+        ("1073741824", 1 << 30),
+        ("64000 KiB", 64_000 << 10),
+        ("1TiB", 1 << 40),
+        ("3GB", 3_000_000_000),
+        ("\"100000000\"", 100_000_000),
+    ] {
+        let yaml = format!("memory_limit: {limit}\n{GOOD}");
+        match Profile::from_yaml(&yaml) {
+            Ok(p) => assert_eq!(p.memory_limit(), bytes, "{limit}"),
+            Err(e) => panic!("memory_limit: {limit} rejected: {e}"),
+        }
+    }
+    let default = Profile::from_yaml(GOOD).expect("good");
+    assert_eq!(default.memory_limit(), breakerbank::DEFAULT_MEMORY_LIMIT);
+    assert_eq!(breakerbank::DEFAULT_MEMORY_LIMIT, 1 << 30);
+}
+
+#[test]
+fn c9_a_bad_memory_limit_is_rejected_naming_the_field() {
+    for limit in [
+        "0",
+        "0MiB",
+        "-1",
+        "12 parsecs",
+        "MiB",
+        "1.5GiB",
+        "\"\"",
+        "99999999999TiB",
+    ] {
+        let yaml = format!("memory_limit: {limit}\n{GOOD}");
+        let err = Profile::from_yaml(&yaml).expect_err(&format!("accepted memory_limit: {limit}"));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("memory_limit"),
+            "`{msg}` should name the field"
+        );
+    }
+}
+
+#[test]
+fn c9_partitions_needing_more_than_memory_limit_are_rejected_naming_the_dependencies() {
+    // Two tables of 1,000,000 tenants need over 100 MiB between them.
+    let yaml = many_dependencies("memory_limit: 100MiB\n", 2, 1_000_000);
+    let err = Profile::from_yaml(&yaml).expect_err("over the memory limit");
+    let msg = err.to_string();
+    for needle in ["client_00", "client_01", "memory_limit", "100MiB"] {
+        assert!(msg.contains(needle), "`{msg}` should mention `{needle}`");
+    }
+    // Either fits alone.
+    let one = many_dependencies("memory_limit: 100MiB\n", 1, 1_000_000);
+    Profile::from_yaml(&one).expect("one table fits in 100 MiB");
+}
+
+#[test]
+fn c9_the_default_memory_limit_is_one_gib() {
+    // A table of 1,000,000 tenants takes about 67 MB: fifteen fit in
+    // 1 GiB, seventeen do not.
+    Profile::from_yaml(&many_dependencies("", 15, 1_000_000)).expect("within 1 GiB");
+    let err = Profile::from_yaml(&many_dependencies("", 17, 1_000_000))
+        .expect_err("over the default 1 GiB");
+    assert!(err.to_string().contains("memory_limit"), "{err}");
+    Profile::from_yaml(&many_dependencies("memory_limit: 2GiB\n", 17, 1_000_000))
+        .expect("within 2 GiB");
+}

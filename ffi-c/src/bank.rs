@@ -57,15 +57,22 @@ fn unknown_id(id: u32) -> Fail {
     )
 }
 
+/// The status and message of a tenant the core refused.
 #[cold]
-fn tenant_required(dep: &Dependency) -> Fail {
-    Fail::new(
-        bb_status::BB_ERR_TENANT_REQUIRED,
-        format!(
-            "dependency `{}` is tenant-scoped: a non-empty tenant is required",
-            dep.name()
+fn tenant_refused(dep: &Dependency, e: AdmitError) -> Fail {
+    match e {
+        AdmitError::TenantRequired => Fail::new(
+            bb_status::BB_ERR_TENANT_REQUIRED,
+            format!(
+                "dependency `{}` is tenant-scoped: a non-empty tenant is required",
+                dep.name()
+            ),
         ),
-    )
+        AdmitError::InvalidTenant { .. } => Fail::new(
+            bb_status::BB_ERR_INVALID_TENANT,
+            format!("dependency `{}`: {e}", dep.name()),
+        ),
+    }
 }
 
 fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
@@ -83,7 +90,10 @@ fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
 /// only `bb_clock_advance` moves (for tests); false uses the system's
 /// monotonic clock. On success `*out` receives a new bank that the caller
 /// owns and must free with `bb_bank_free`; on `BB_ERR_CONFIG` the message
-/// (from `bb_last_error`) names the dependency and field.
+/// (from `bb_last_error`) names the dependency and field. Building never
+/// aborts the process (C9): a profile whose partition tables exceed its
+/// `memory_limit` is refused at load, and a table the allocator refuses
+/// is `BB_ERR_CONFIG` naming its dependency.
 ///
 /// # Safety
 ///
@@ -99,13 +109,14 @@ pub extern "C" fn bb_bank_from_yaml(
         let out = try_out!(out, "out");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
         let text = unsafe { str_arg(yaml, len, "yaml") }?;
-        let profile = Profile::from_yaml(text)
-            .map_err(|e| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string()))?;
+        let config = |e: breakerbank::ConfigError| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string());
+        let profile = Profile::from_yaml(text).map_err(config)?;
         let bank = if manual_clock {
-            Bank::with_clock(profile, ManualClock::new())
+            Bank::try_with_clock(profile, ManualClock::new())
         } else {
-            Bank::new(profile)
-        };
+            Bank::try_new(profile)
+        }
+        .map_err(config)?;
         let serial = loop {
             // Relaxed: a unique tag only; skip 0 when the counter wraps.
             let s = SERIALS.fetch_add(1, Ordering::Relaxed);
@@ -201,7 +212,8 @@ fn nanos(d: Duration) -> u64 {
 /// Asks to make a call to dependency `dep` for `tenant` (C1, C3, C7, C9, C10).
 ///
 /// `tenant` is `(NULL, 0)` for none; a global dependency ignores it, a
-/// tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`).
+/// tenant-scoped one requires a non-empty one (`BB_ERR_TENANT_REQUIRED`)
+/// of at most 256 bytes (`BB_ERR_INVALID_TENANT`, C9).
 /// `deadline_ns` is the call's deadline in ns on the bank's clock, 0 for
 /// none; a deadline at or before now is `BB_REASON_DEADLINE_EXPIRED`.
 ///
@@ -268,7 +280,7 @@ pub extern "C" fn bb_admit(
                     permit: NO_PERMIT,
                 }
             }
-            Err(AdmitError::TenantRequired) => return Err(tenant_required(d)),
+            Err(e) => return Err(tenant_refused(d, e)),
         };
         out.write(decision);
         Ok(())
@@ -345,7 +357,7 @@ pub extern "C" fn bb_state(
                 out.write(s.into());
                 Ok(())
             }
-            Err(AdmitError::TenantRequired) => Err(tenant_required(d)),
+            Err(e) => Err(tenant_refused(d, e)),
         }
     }
 }
@@ -353,7 +365,8 @@ pub extern "C" fn bb_state(
 /// Operator reset (C11): forces the breaker closed with counters cleared.
 ///
 /// On a tenant-scoped dependency a tenant of length 0 means every partition
-/// (tenants first seen afterwards included). Emits a reset event.
+/// (tenants first seen afterwards included); one longer than 256 bytes is
+/// `BB_ERR_INVALID_TENANT` and changes nothing. Emits a reset event.
 /// Thread-safe.
 ///
 /// # Safety
@@ -368,7 +381,7 @@ pub extern "C" fn bb_reset(
     tenant_len: usize,
 ) -> bb_status {
     // SAFETY: forwarded from this function's contract.
-    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::reset) }
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_reset) }
 }
 
 /// The body of `bb_reset` and `bb_force_open`: an operator action on one
@@ -382,15 +395,14 @@ unsafe fn operate(
     dep: u32,
     tenant: *const c_char,
     tenant_len: usize,
-    action: fn(&Dependency, Option<&str>),
+    action: fn(&Dependency, Option<&str>) -> Result<(), AdmitError>,
 ) -> bb_status {
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let d = dependency(bank, dep)?;
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        action(d, tenant.filter(|t| !t.is_empty()));
-        Ok(())
+        action(d, tenant).map_err(|e| tenant_refused(d, e))
     }
 }
 
@@ -410,7 +422,7 @@ pub extern "C" fn bb_force_open(
     tenant_len: usize,
 ) -> bb_status {
     // SAFETY: forwarded from this function's contract.
-    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::force_open) }
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_force_open) }
 }
 
 /// Reads the bank's clock (ns; the time base of `deadline_ns`). Thread-safe.

@@ -29,6 +29,9 @@ pub enum bb_status {
     /// A bug inside breakerbank was caught at the boundary (nothing unwound
     /// into C); the message is in `bb_last_error`.
     BB_ERR_PANIC = 7,
+    /// A tenant id longer than 256 bytes on a tenant-scoped dependency
+    /// (C9): nothing was done or counted for it.
+    BB_ERR_INVALID_TENANT = 8,
 }
 
 /// A breaker's state, from `bb_state`.

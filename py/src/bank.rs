@@ -50,9 +50,9 @@ static GUARD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank, Error> {
     let profile = Profile::from_yaml(text)?;
     let bank = match clock {
-        Some(c) => Bank::with_clock(profile, c.get().inner.clone()),
-        None => Bank::new(profile),
-    };
+        Some(c) => Bank::try_with_clock(profile, c.get().inner.clone()),
+        None => Bank::try_new(profile),
+    }?;
     Ok(PyBank {
         bank,
         listeners: Arc::default(),

@@ -423,18 +423,24 @@ impl PyDependency {
     }
 
     /// Forces the breaker closed (C11). `tenant=None` on a tenant-scoped
-    /// dependency resets every partition.
+    /// dependency resets every partition; a tenant id over 256 bytes raises
+    /// InvalidTenant and changes nothing (C9).
     #[pyo3(signature = (tenant=None))]
-    fn reset(&self, tenant: Option<&str>) {
-        self.dep.reset(tenant);
+    fn reset(&self, tenant: Option<&str>) -> Result<(), Error> {
+        self.dep
+            .try_reset(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))
     }
 
     /// Isolates the breaker until `reset` (C11). `tenant=None` on a
     /// tenant-scoped dependency isolates every partition, including tenants
-    /// first seen afterwards.
+    /// first seen afterwards; a tenant id over 256 bytes raises
+    /// InvalidTenant and changes nothing (C9).
     #[pyo3(signature = (tenant=None))]
-    fn force_open(&self, tenant: Option<&str>) {
-        self.dep.force_open(tenant);
+    fn force_open(&self, tenant: Option<&str>) -> Result<(), Error> {
+        self.dep
+            .try_force_open(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {

@@ -85,6 +85,12 @@ static TENANT_REQUIRED: Subclass = Subclass::new(
     "A tenant-scoped dependency was used without a tenant (None or \"\").",
     &["dependency"],
 );
+static INVALID_TENANT: Subclass = Subclass::new(
+    "InvalidTenant",
+    "A tenant id longer than 256 bytes of UTF-8 on a tenant-scoped dependency (C9): \
+     nothing was done or counted for it.",
+    &["dependency"],
+);
 static DEPENDENCY_UNAVAILABLE: Subclass = Subclass::new(
     "DependencyUnavailable",
     "The call was not admitted and the declared fallback could not serve it (C4). \
@@ -116,6 +122,10 @@ pub fn unknown_dependency(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
 pub fn tenant_required(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
     TENANT_REQUIRED.get(py, Some(py.get_type::<PyValueError>()))
 }
+/// `breakerbank.InvalidTenant`.
+pub fn invalid_tenant(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
+    INVALID_TENANT.get(py, Some(py.get_type::<PyValueError>()))
+}
 /// `breakerbank.DependencyUnavailable`.
 pub fn dependency_unavailable(py: Python<'_>) -> PyResult<Bound<'_, PyType>> {
     DEPENDENCY_UNAVAILABLE.get(py, None)
@@ -139,6 +149,11 @@ pub enum Error {
     UnknownDependency { name: String, known: Vec<String> },
     /// Tenant-scoped dependency, no tenant.
     TenantRequired { dependency: String },
+    /// Tenant-scoped dependency, a tenant id over the core's length limit.
+    InvalidTenant {
+        dependency: String,
+        error: AdmitError,
+    },
     /// Not admitted, and the fallback could not serve.
     Unavailable(DependencyUnavailable),
     /// Admission refused because the deadline had expired.
@@ -168,6 +183,10 @@ impl Error {
         match e {
             AdmitError::TenantRequired => Error::TenantRequired {
                 dependency: dependency.to_owned(),
+            },
+            AdmitError::InvalidTenant { .. } => Error::InvalidTenant {
+                dependency: dependency.to_owned(),
+                error: e,
             },
         }
     }
@@ -238,6 +257,11 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 &[(intern!(py, "dependency"), s(&dependency))],
             )?
         }
+        Error::InvalidTenant { dependency, error } => instantiate(
+            invalid_tenant(py)?,
+            format!("dependency `{dependency}`: {error}"),
+            &[(intern!(py, "dependency"), s(&dependency))],
+        )?,
         Error::Unavailable(u) => {
             let retry_after = match u.retry_after {
                 Some(d) => PyFloat::new(py, secs(d)).into_any(),

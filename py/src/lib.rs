@@ -45,6 +45,7 @@ mod native {
         m.add("ConfigError", errors::config_error(py)?)?;
         m.add("UnknownDependency", errors::unknown_dependency(py)?)?;
         m.add("TenantRequired", errors::tenant_required(py)?)?;
+        m.add("InvalidTenant", errors::invalid_tenant(py)?)?;
         m.add("DependencyUnavailable", errors::dependency_unavailable(py)?)?;
         m.add("DeadlineExpired", errors::deadline_expired(py)?)?;
         m.add(

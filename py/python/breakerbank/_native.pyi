@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "UnknownDependency",
     "TenantRequired",
+    "InvalidTenant",
     "DependencyUnavailable",
     "DeadlineExpired",
     "OutcomeAlreadyRecorded",
@@ -38,6 +39,9 @@ class UnknownDependency(BreakerError, KeyError):
     dependency: str | None
 
 class TenantRequired(BreakerError, ValueError):
+    dependency: str | None
+
+class InvalidTenant(BreakerError, ValueError):
     dependency: str | None
 
 class DependencyUnavailable(BreakerError):
