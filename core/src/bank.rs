@@ -596,8 +596,12 @@ impl Dependency {
                 })?),
             ),
         };
-        let stale = matches!(config.fallback, Fallback::Stale { .. })
-            .then(|| StaleCache::new(STALE_CACHE_CAPACITY));
+        let stale = match config.fallback {
+            Fallback::Stale { max_staleness } => {
+                Some(StaleCache::new(STALE_CACHE_CAPACITY, max_staleness))
+            }
+            _ => None,
+        };
         Ok(Self {
             inner: StdArc::new(DepInner {
                 timed: config.slow_call.is_some(),
@@ -1249,7 +1253,14 @@ impl Dependency {
             Recorded::Late if permit.slot != 0 && part.is_free() => {
                 bump(&inner.zero.stats().late_records_total)
             }
-            Recorded::Late => bump(&part.stats().late_records_total),
+            Recorded::Late => {
+                bump(&part.stats().late_records_total);
+                // A returned probe slot can leave a closed partition with
+                // none in flight: evictable again.
+                if let (true, Some(table)) = (permit.probe, &inner.table) {
+                    table.note_evictable();
+                }
+            }
             Recorded::Applied | Recorded::Transition(_) => match verdict {
                 Verdict::Failure => {
                     part.stats().hot(Hot::Failure);
@@ -1285,6 +1296,9 @@ impl Dependency {
         if t.to == Phase::Open {
             self.schedule(part);
             inner.sweeper.wake();
+        }
+        if let (Phase::Closed, Some(table)) = (t.to, &inner.table) {
+            table.note_evictable();
         }
     }
 

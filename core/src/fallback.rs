@@ -3,6 +3,7 @@
 
 use crate::clock::Instant;
 use crate::sync::StdArc as KeyArc;
+use crate::sync::{AtomicBool, Ordering};
 use std::any::Any;
 use std::fmt;
 use std::time::Duration;
@@ -105,25 +106,62 @@ type Value = KeyArc<dyn Any + Send + Sync>;
 
 /// Last good values of one dependency, keyed by (tenant or `global`, cache key).
 ///
-/// Bounded on its own (quick_cache's CLOCK-Pro eviction) and independent of
-/// the partition table, so a value outlives the eviction of its partition
-/// (C3), and an overflowed tenant still gets its own values (C9).
+/// A papaya map: its reads never block, whatever writers do, so a refused
+/// call served from here never waits on a lock (C3); writes (a successful
+/// call's value) may. Bounded on its own: past its capacity a writer drops
+/// entries, those too old to be served first, so memory stays bounded
+/// whatever keys callers use. Independent of the partition table, so a
+/// value outlives the eviction of its partition (C3), and an overflowed
+/// tenant still gets its own values (C9).
 pub(crate) struct StaleCache {
-    cache: quick_cache::sync::Cache<(KeyArc<str>, KeyArc<str>), (Instant, Value)>,
+    map: papaya::HashMap<CacheKey, (Instant, Value), foldhash::fast::RandomState>,
+    capacity: usize,
+    max_staleness: Duration,
+    /// Held (by `try`, never waited for) by the writer that trims the map.
+    trimming: AtomicBool,
+}
+
+/// A cache entry's key: (tenant or `global`, cache key).
+#[derive(Clone, PartialEq, Eq)]
+struct CacheKey {
+    owner: KeyArc<str>,
+    key: KeyArc<str>,
+}
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (&*self.owner, &*self.key).hash(h)
+    }
+}
+
+/// A lookup's key, borrowed: no allocation on the refused path.
+#[derive(Hash)]
+struct Lookup<'a>(&'a str, &'a str);
+
+impl papaya::Equivalent<CacheKey> for Lookup<'_> {
+    fn equivalent(&self, k: &CacheKey) -> bool {
+        *k.owner == *self.0 && *k.key == *self.1
+    }
 }
 
 impl fmt::Debug for StaleCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StaleCache")
-            .field("len", &self.cache.len())
+            .field("len", &self.map.len())
             .finish()
     }
 }
 
 impl StaleCache {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, max_staleness: Duration) -> Self {
         Self {
-            cache: quick_cache::sync::Cache::new(capacity),
+            map: papaya::HashMap::builder()
+                .capacity(capacity.min(1024))
+                .hasher(foldhash::fast::RandomState::default())
+                .build(),
+            capacity,
+            max_staleness,
+            trimming: AtomicBool::new(false),
         }
     }
 
@@ -134,8 +172,44 @@ impl StaleCache {
         at: Instant,
         value: T,
     ) {
-        self.cache
-            .insert((owner.into(), key.into()), (at, KeyArc::new(value)));
+        let k = CacheKey {
+            owner: owner.into(),
+            key: key.into(),
+        };
+        self.map.pin().insert(k, (at, KeyArc::new(value)));
+        if self.map.len() > self.capacity {
+            self.trim(at);
+        }
+    }
+
+    /// Brings the map back under its capacity, with room for a sixteenth
+    /// more: entries too old to be served go first, then any. One writer
+    /// at a time; the others go on (the map stays bounded: each over-full
+    /// writer either trims or sees another one trimming).
+    #[cold]
+    fn trim(&self, now: Instant) {
+        // Acquire/Release: hands the map's state from one trimmer to the next.
+        if self.trimming.swap(true, Ordering::Acquire) {
+            return;
+        }
+        let target = self.capacity - self.capacity / 16;
+        let map = self.map.pin();
+        let stale: Vec<CacheKey> = map
+            .iter()
+            .filter(|(_, (at, _))| now.saturating_duration_since(*at) > self.max_staleness)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &stale {
+            map.remove(k);
+        }
+        if map.len() > target {
+            let extra = map.len() - target;
+            let any: Vec<CacheKey> = map.iter().take(extra).map(|(k, _)| k.clone()).collect();
+            for k in &any {
+                map.remove(k);
+            }
+        }
+        self.trimming.store(false, Ordering::Release);
     }
 
     /// The value for (owner, key) if it is a `T` no older than `max_age`.
@@ -146,10 +220,51 @@ impl StaleCache {
         now: Instant,
         max_age: Duration,
     ) -> Option<T> {
-        let (at, v) = self.cache.get(&(owner.into(), key.into()))?;
-        if now.saturating_duration_since(at) > max_age {
+        let map = self.map.pin();
+        let (at, v) = map.get(&Lookup(owner, key))?;
+        if now.saturating_duration_since(*at) > max_age {
             return None;
         }
         v.downcast_ref::<T>().cloned()
+    }
+
+    /// Entries held.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c3_the_stale_cache_stays_bounded_and_serves_what_it_keeps() {
+        let c = StaleCache::new(1000, Duration::from_secs(60));
+        let t = |s: u64| Instant::from_nanos(s * 1_000_000_000);
+        for i in 0..10_000u32 {
+            c.put("acme", &format!("k{i}"), t(u64::from(i) / 100), i);
+        }
+        assert!(c.len() <= 1000, "{} entries", c.len());
+        // The newest value is served; one older than max_age is not.
+        assert_eq!(
+            c.get::<u32>("acme", "k9999", t(100), Duration::from_secs(60)),
+            Some(9999)
+        );
+        assert_eq!(
+            c.get::<u32>("acme", "k9999", t(200), Duration::from_secs(60)),
+            None
+        );
+        // Keys are (owner, key): another tenant's value is not served.
+        assert_eq!(
+            c.get::<u32>("globex", "k9999", t(100), Duration::from_secs(60)),
+            None
+        );
+        // A value of another type is not served as this one.
+        assert_eq!(
+            c.get::<String>("acme", "k9999", t(100), Duration::from_secs(60)),
+            None
+        );
     }
 }

@@ -1364,6 +1364,15 @@ pub(crate) struct Table {
     tick: AtomicU64,
     /// Rotates eviction's scans over the shards.
     cursor: AtomicUsize,
+    /// Counts the events that can make a partition evictable (a close, a
+    /// reset, a late probe's slot returned): see `none_evictable_at`.
+    evictable_epoch: AtomicU64,
+    /// The `evictable_epoch` at which a scan of every shard found nothing
+    /// to evict, or `u64::MAX`: while the epoch has not moved, a newcomer
+    /// goes to the overflow at once instead of scanning a table full of
+    /// open partitions again (C9; what a full table's overflow admission
+    /// costs).
+    none_evictable_at: AtomicU64,
     /// Rotates the search for a free slot away from home.
     spare: AtomicUsize,
     /// `force_open(None)`: tenants first seen afterwards start forced open.
@@ -1483,6 +1492,8 @@ impl Table {
             window,
             tick: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
+            evictable_epoch: AtomicU64::new(0),
+            none_evictable_at: AtomicU64::new(u64::MAX),
             spare: AtomicUsize::new(0),
             forced_all: AtomicBool::new(false),
             forced: epoch::Atomic::new(ForcedKeys::default()),
@@ -1908,13 +1919,17 @@ impl Table {
         if fresh.phase() == want {
             return fresh;
         }
-        part.cell.update(|w| {
+        let settled = part.cell.update(|w| {
             if w.generation() != fresh.generation() {
                 return Step::Keep(w);
             }
             let next = w.transition(want).with_trips(0);
             Step::Install(next, next)
-        })
+        });
+        if settled.phase() == Phase::Closed {
+            self.note_evictable();
+        }
+        settled
     }
 
     /// A slot held for a new tenant (its word vacant, no one else's):
@@ -2102,24 +2117,46 @@ impl Table {
     fn evict(&self, now_ns: &dyn Fn() -> u64) -> Option<u32> {
         let now = std::cell::OnceCell::new();
         let now = || *now.get_or_init(now_ns);
+        // Acquire: pairs with `note_evictable`; read before the scans, so
+        // an event during them leaves the hint stale, never wrong.
+        let epoch = self.evictable_epoch.load(Ordering::Acquire);
+        if self.none_evictable_at.load(Ordering::Acquire) == epoch {
+            return None;
+        }
+        let mut every = false;
         loop {
-            match self.scan_for_victim(&now) {
+            match self.scan_for_victim(&now, every) {
                 Scan::Taken(slot) => return Some(slot),
                 Scan::Lost => crate::sync::spin_hint(),
-                Scan::Nothing => return None,
+                // The sample found nothing: look at every shard before
+                // sending the tenant to the overflow.
+                Scan::Nothing if !every => every = true,
+                Scan::Nothing => {
+                    // Release: see `evictable_epoch`.
+                    self.none_evictable_at.store(epoch, Ordering::Release);
+                    return None;
+                }
             }
         }
     }
 
-    /// One eviction scan (see [`Table::evict`]).
-    fn scan_for_victim(&self, now_ns: &dyn Fn() -> u64) -> Scan {
+    /// Something may have become evictable (see `none_evictable_at`).
+    pub(crate) fn note_evictable(&self) {
+        // Release: a scan that reads the new epoch redoes its search.
+        self.evictable_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// One eviction scan (see [`Table::evict`]): a sample of the shards
+    /// from a rotating cursor, or (`every`) all of them.
+    fn scan_for_victim(&self, now_ns: &dyn Fn() -> u64, every: bool) -> Scan {
         let n = self.shards.len();
         // Relaxed: only spreads the scans.
         let start = self.cursor.fetch_add(1, Ordering::Relaxed);
         let mut lru: Option<(u64, Word, Entry)> = None;
         let mut lost = false;
-        for i in 0..n.min(EVICT_SCAN_IDLE) {
-            if i == EVICT_SCAN_FIRST && lru.is_some() {
+        let scan = if every { n } else { n.min(EVICT_SCAN_IDLE) };
+        for i in 0..scan {
+            if (i == EVICT_SCAN_FIRST || every) && lru.is_some() {
                 break;
             }
             let guard = epoch::pin();

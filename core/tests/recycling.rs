@@ -305,3 +305,26 @@ fn c9_one_tenant_inserted_by_three_threads_gets_one_partition() {
         "rounds where the two calls went to different partitions"
     );
 }
+
+#[test]
+fn c9_a_newcomer_finds_the_one_evictable_partition_however_large_the_table() {
+    // 20,000 tenants, all open but one (closed, with a count): a newcomer
+    // must evict that one, wherever it sits, not go to the overflow.
+    let n = 20_000;
+    let bank = tenant_bank(2, n);
+    let dep = bank.dependency("payments_client").unwrap();
+    for i in 0..n {
+        let id = format!("t{i}");
+        fail(&dep, Some(&id), if i == n / 3 { 1 } else { 2 });
+    }
+    let spared = format!("t{}", n / 3);
+    assert_eq!(dep.state(Some(&spared)).unwrap(), State::Closed);
+    admitted(dep.admit(Some("newcomer"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("newcomer")), "newcomer");
+    assert_eq!(dep.partition_of(Some(&spared)), "<overflow>", "evicted");
+    // Now every partition is open: newcomers share the overflow.
+    fail(&dep, Some("newcomer"), 2);
+    let r = dep.admit(Some("late-comer"), None).unwrap();
+    admitted(r).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("late-comer")), "<overflow>");
+}

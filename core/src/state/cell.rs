@@ -192,7 +192,16 @@ impl<S: Side> Cell<S> {
                 Step::Install(next, r) => {
                     if next.phase() == Phase::Open && cur.phase() != Phase::Open {
                         if let Some(at) = until(&r) {
-                            self.prepublish(cur, next.generation(), at);
+                            if !self.prepublish(cur, next.generation(), at) {
+                                // The word moved on: decide again on the new
+                                // one. (Not by CAS from `cur`: the word may
+                                // come back to `cur`, probes returned and
+                                // taken again, and the CAS would then install
+                                // a trip whose period was never written.)
+                                cur = self.load();
+                                spin_hint();
+                                continue;
+                            }
                         }
                     }
                     if next.phase() == Phase::Closed && next.generation() != cur.generation() {
@@ -235,9 +244,10 @@ impl<S: Side> Cell<S> {
     }
 
     /// Writes the open-until of the trip from `expected` to `Open(generation)`
-    /// before that trip's CAS; gives up once the word is no longer
-    /// `expected` (the trip's CAS would fail: someone else's change won).
-    fn prepublish(&self, expected: Word, generation: u64, until: Instant) {
+    /// before that trip's CAS. True once the side word holds it (or a later
+    /// end of the same trip) while the word was still `expected`; false,
+    /// writing nothing, once the word is no longer `expected`.
+    fn prepublish(&self, expected: Word, generation: u64, until: Instant) -> bool {
         let ms = until.as_nanos().div_ceil(NS_PER_MS).min(MS_MASK);
         let tag = tag_of(generation);
         let new = (tag << TAG_SHIFT) | ms;
@@ -250,14 +260,14 @@ impl<S: Side> Cell<S> {
             // `cur` is no newer trip's period, and a newer one written
             // after this load makes the CAS below fail.
             if self.load() != expected {
-                return;
+                return false;
             }
             if cur >> TAG_SHIFT == tag && cur & MS_MASK >= ms {
-                return; // a rival making the same trip wrote a later end
+                return true; // a rival making the same trip wrote a later end
             }
             // Release: a reader that sees the trip's word sees this value.
             match side.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(seen) => cur = seen,
             }
         }
@@ -466,7 +476,7 @@ mod tests {
         // A rival that saw the closed word, late: the word moved on, so it
         // leaves the published period alone.
         clock.advance(Duration::from_secs(10));
-        c.prepublish(before, open.generation(), Instant::from_nanos(1));
+        assert!(!c.prepublish(before, open.generation(), Instant::from_nanos(1)));
         assert_eq!(
             c.open_until(open.generation()),
             Some(Instant::from_nanos(30_000_000_000))
@@ -474,10 +484,10 @@ mod tests {
         // Rivals of the same trip keep the later end.
         let d: Cell = Cell::default();
         let w = d.load();
-        d.prepublish(w, 1, Instant::from_nanos(5_000_000));
-        d.prepublish(w, 1, Instant::from_nanos(2_000_000));
+        assert!(d.prepublish(w, 1, Instant::from_nanos(5_000_000)));
+        assert!(d.prepublish(w, 1, Instant::from_nanos(2_000_000)));
         assert_eq!(d.open_until(1), Some(Instant::from_nanos(5_000_000)));
-        d.prepublish(w, 1, Instant::from_nanos(7_000_001));
+        assert!(d.prepublish(w, 1, Instant::from_nanos(7_000_001)));
         assert_eq!(d.open_until(1), Some(Instant::from_nanos(8_000_000)));
         assert_eq!(d.open_until(2), None, "another generation's tag");
     }
