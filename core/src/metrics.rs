@@ -7,13 +7,13 @@
 
 use crate::clock::Instant;
 use crate::state::word::Phase;
-use crate::sync::{thread_index, AtomicU64, CachePadded, Ordering};
+use crate::sync::{thread_index, AtomicU64, CachePadded, Mutex, Ordering};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::{Mutex as StdMutex, PoisonError};
+use std::sync::PoisonError;
 use std::time::Duration;
 
 /// Sentinel for "no episode under way".
@@ -40,7 +40,7 @@ macro_rules! counters {
             /// The generation of the newest transition accounted for in the
             /// episode fields; held while they are updated (see
             /// [`Stats::on_transition`]).
-            accounted: StdMutex<u64>,
+            accounted: Mutex<u64>,
         }
 
         impl Default for Stats {
@@ -52,7 +52,7 @@ macro_rules! counters {
                     stuck_announced: AtomicU64::new(NO_EPISODE),
                     stuck_after: AtomicU64::new(NO_EPISODE),
                     owned: Box::default(),
-                    accounted: StdMutex::new(0),
+                    accounted: Mutex::new(0),
                 }
             }
         }
