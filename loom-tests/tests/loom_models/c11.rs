@@ -198,10 +198,14 @@ fn c11_force_open_one_tenant_racing_an_owner_change_is_not_lost() {
         1,
         move || {
             let w = World::new(&profile);
-            match w.dep.admit(Some(A), None).unwrap() {
-                Decision::Admitted(p) => p.record(Outcome::Success),
+            let a_slot = match w.dep.admit(Some(A), None).unwrap() {
+                Decision::Admitted(p) => {
+                    let p = p.into_raw();
+                    w.dep.record_raw(p, Outcome::Success);
+                    p.slot
+                }
                 Decision::Rejected(r) => panic!("fresh tenant refused: {:?}", r.reason),
-            }
+            };
             let dep = w.dep.clone();
             let operator = thread::spawn(move || dep.force_open(Some(A)));
             let dep = w.dep.clone();
@@ -215,7 +219,8 @@ fn c11_force_open_one_tenant_racing_an_owner_change_is_not_lost() {
             assert_eq!(
                 a_state,
                 State::ForcedOpen,
-                "C11 violated: force_open(a) lost; a reads {a_state:?}, b was admitted in slot {} (0: overflow)",
+                "C11 violated: force_open(a) lost; a reads {a_state:?}; a held slot {a_slot}, \
+                 b was admitted in slot {} (0: overflow)",
                 b.slot
             );
             match w.dep.admit(Some(A), None).unwrap() {
