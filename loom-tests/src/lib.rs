@@ -78,6 +78,12 @@
 //!   without that check, at 350 (`a`'s failure in `c`'s window trips
 //!   `c` later); without both checks it passes, 852 904 executions in
 //!   187 s.
+//! * `c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner`,
+//!   bound 1 (issue 21 item 4, N4): the same with `min_calls: 2`, so
+//!   `a`'s failure never trips `a` and `c` always takes its slot. Fails
+//!   at execution 0 (`c`'s `failures_total` 1): `a`'s failure, applied
+//!   to `a`'s word with no change of it, bumps the partition's failure
+//!   counter after `c`'s hand-over has cleared it.
 //! * `c12_a_reopen_racing_a_probe_and_its_cancel_keeps_its_period`,
 //!   bound 2 (N7): **C12**, a half-open breaker's failing probe racing
 //!   another caller's probe and its cancel; the reopening's period must

@@ -329,15 +329,15 @@ fn c9_index_hint_racing_recycle_never_admits_the_wrong_tenant() {
     );
 }
 
-/// A tenant-scoped failure-rate profile: rate 0.5 over at least one call
-/// in 10 s, `max_tenants: 2`, open for 1 s.
-fn rate_tenant_profile() -> breakerbank::Profile {
+/// A tenant-scoped failure-rate profile: rate 0.5 over at least
+/// `min_calls` calls in 10 s, `max_tenants: 2`, open for 1 s.
+fn rate_tenant_profile(min_calls: u32) -> breakerbank::Profile {
     let yaml = format!(
         "dependencies:
   {}:
     isolation: tenant
     max_tenants: 2
-    trip: {{failure_rate: 0.5, min_calls: 1, window: 10s}}
+    trip: {{failure_rate: 0.5, min_calls: {min_calls}, window: 10s}}
     open_duration: 1s
     half_open: {{probe_budget: 1, success_threshold: 1}}
     fallback: {{kind: error, code: UNAVAILABLE}}
@@ -348,7 +348,7 @@ fn rate_tenant_profile() -> breakerbank::Profile {
     breakerbank::Profile::from_yaml(&yaml).expect("model profile is valid")
 }
 
-/// Ids placed for [`c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner`]
+/// Ids placed for [`late_rate_failure_racing_a_recycle`]
 /// (found by trying ids under loom's fixed-seed hasher): with `FORCED`
 /// in one slot of a home line and `A` in the other, `RECYCLER`'s homes
 /// are that line only, so once `A` is evicted it takes `A`'s slot.
@@ -392,91 +392,112 @@ const RECYCLER: &str = "tenant-c5/by-shard-path";
 #[test]
 #[ignore = "issue 21 item 4: a late record reaches the recycled slot's new owner"]
 fn c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner() {
-    let profile = rate_tenant_profile();
-    explore_bounded(
+    late_rate_failure_racing_a_recycle(
         "c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner",
         1,
-        move || {
-            let w = World::new(&profile);
-            w.dep.force_open(Some(FORCED));
-            let p = admitted(w.dep.admit(Some(A), None).unwrap(), A);
+    );
+}
 
-            let dep = w.dep.clone();
-            let late = thread::spawn(move || {
-                dep.record_raw(p, Outcome::Failure);
-            });
-            let dep = w.dep.clone();
-            let newcomer = thread::spawn(move || {
-                let c = admitted(dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
-                dep.record_raw(c, Outcome::Success);
-                c
-            });
-            late.join().unwrap();
-            let c = newcomer.join().unwrap();
-            assert!(
-                c.slot == 0 || c.slot == p.slot,
-                "model setup: c took slot {}, not a's ({}): the table places tenants \
+/// [`c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner`]
+/// with `min_calls: 2`: `a`'s failure never trips `a` (one call), so `a`
+/// stays closed, with a call in its window once the failure is counted
+/// there, and is evicted either way (idle, or the least recently used
+/// closed partition); `c` always takes `a`'s slot. The same checks.
+///
+/// Fails on today's core (issue 21 item 4), first on `c`'s
+/// `failures_total`: `a`'s failure, judged on `a`'s word and applied to
+/// it with no change of the word, bumps the failure counter of the
+/// partition after `c`'s hand-over has cleared it.
+#[test]
+#[ignore = "issue 21 item 4: a late record reaches the recycled slot's new owner"]
+fn c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner() {
+    late_rate_failure_racing_a_recycle(
+        "c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner",
+        2,
+    );
+}
+
+/// The model of the two tests above, at bound 1 at most.
+fn late_rate_failure_racing_a_recycle(name: &str, min_calls: u32) {
+    let profile = rate_tenant_profile(min_calls);
+    explore_bounded(name, 1, move || {
+        let w = World::new(&profile);
+        w.dep.force_open(Some(FORCED));
+        let p = admitted(w.dep.admit(Some(A), None).unwrap(), A);
+
+        let dep = w.dep.clone();
+        let late = thread::spawn(move || {
+            dep.record_raw(p, Outcome::Failure);
+        });
+        let dep = w.dep.clone();
+        let newcomer = thread::spawn(move || {
+            let c = admitted(dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
+            dep.record_raw(c, Outcome::Success);
+            c
+        });
+        late.join().unwrap();
+        let c = newcomer.join().unwrap();
+        assert!(
+            c.slot == 0 || c.slot == p.slot,
+            "model setup: c took slot {}, not a's ({}): the table places tenants \
                  differently now; choose FORCED and RECYCLER again",
-                c.slot,
-                p.slot
-            );
+            c.slot,
+            p.slot
+        );
 
-            let snapshot = w.bank.metrics();
-            let parts = &snapshot.dependencies[0].partitions;
-            let late_total: u64 = parts.iter().map(|m| m.late_records_total).sum();
-            let mut violations = Vec::new();
-            if late_total > 1 {
-                violations.push(format!("C13: {late_total} late records for one permit"));
+        let snapshot = w.bank.metrics();
+        let parts = &snapshot.dependencies[0].partitions;
+        let late_total: u64 = parts.iter().map(|m| m.late_records_total).sum();
+        let mut violations = Vec::new();
+        if late_total > 1 {
+            violations.push(format!("C13: {late_total} late records for one permit"));
+        }
+        if c.slot == 0 {
+            if w.dep.state(Some(A)).unwrap() != State::Open {
+                violations.push("C9: c sent to the overflow, yet a not open".to_string());
             }
-            if c.slot == 0 {
-                if w.dep.state(Some(A)).unwrap() != State::Open {
-                    violations.push("C9: c sent to the overflow, yet a not open".to_string());
-                }
-            } else {
-                match parts.iter().find(|m| m.partition == RECYCLER) {
-                    None => {
-                        violations.push(format!("C9: c admitted in slot {}, not listed", c.slot))
+        } else {
+            match parts.iter().find(|m| m.partition == RECYCLER) {
+                None => violations.push(format!("C9: c admitted in slot {}, not listed", c.slot)),
+                Some(m) => {
+                    if m.state != State::Closed {
+                        violations.push(format!("C9: c reads {:?} after a's failure", m.state));
                     }
-                    Some(m) => {
-                        if m.state != State::Closed {
-                            violations.push(format!("C9: c reads {:?} after a's failure", m.state));
-                        }
-                        if m.failures_total != 0 {
-                            violations.push(format!(
-                                "C9: a's failure in c's failures_total ({})",
-                                m.failures_total
-                            ));
-                        }
-                        if m.late_records_total != 0 {
-                            violations.push(format!(
-                                "C9: a's late record in c's late_records_total ({})",
-                                m.late_records_total
-                            ));
-                        }
-                    }
-                }
-                if w.dep.state(Some(RECYCLER)).unwrap() == State::Closed {
-                    let c2 = admitted(w.dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
-                    w.dep.record_raw(c2, Outcome::Success);
-                    let c3 = admitted(w.dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
-                    w.dep.record_raw(c3, Outcome::Failure);
-                    let s = w.dep.state(Some(RECYCLER)).unwrap();
-                    if s != State::Closed {
+                    if m.failures_total != 0 {
                         violations.push(format!(
-                            "C9: c {s:?} on 1 failure in 3 calls: a's failure is in c's window"
+                            "C9: a's failure in c's failures_total ({})",
+                            m.failures_total
+                        ));
+                    }
+                    if m.late_records_total != 0 {
+                        violations.push(format!(
+                            "C9: a's late record in c's late_records_total ({})",
+                            m.late_records_total
                         ));
                     }
                 }
             }
-            assert!(
-                violations.is_empty(),
-                "violated: {}; a's permit slot {} generation {}, c's slot {} generation {}",
-                violations.join("; "),
-                p.slot,
-                p.generation,
-                c.slot,
-                c.generation
-            );
-        },
-    );
+            if w.dep.state(Some(RECYCLER)).unwrap() == State::Closed {
+                let c2 = admitted(w.dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
+                w.dep.record_raw(c2, Outcome::Success);
+                let c3 = admitted(w.dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
+                w.dep.record_raw(c3, Outcome::Failure);
+                let s = w.dep.state(Some(RECYCLER)).unwrap();
+                if s != State::Closed {
+                    violations.push(format!(
+                        "C9: c {s:?} on 1 failure in 3 calls: a's failure is in c's window"
+                    ));
+                }
+            }
+        }
+        assert!(
+            violations.is_empty(),
+            "violated: {}; a's permit slot {} generation {}, c's slot {} generation {}",
+            violations.join("; "),
+            p.slot,
+            p.generation,
+            c.slot,
+            c.generation
+        );
+    });
 }
