@@ -195,7 +195,7 @@ fn c11_reset_all_racing_an_insert_never_leaves_the_newcomer_forced() {
 /// must come back forced). The action must not be dropped because the
 /// slot it resolved changed owner before its compare-and-swap.
 ///
-/// Fails on today's core (issue 21 item 10): `Dependency::operate`
+/// Fails while issue 21 item 10 is open: `Dependency::operate`
 /// resolves `a`, then applies the action only if the slot is still
 /// `a`'s; when `b`'s eviction takes the slot in between, nothing is
 /// applied and nothing retries, and `a`, no longer in the table, reads

@@ -380,7 +380,7 @@ const RECYCLER: &str = "tenant-c5/by-shard-path";
 /// If `c` was served by the overflow partition, `a` kept its slot and
 /// its failure tripped it: `a` is open.
 ///
-/// Fails on today's core (issue 21 item 4), two ways. `Dependency::apply`
+/// Fails while issue 21 item 4 is open, two ways. `Dependency::apply`
 /// counts a late record in the partition of the permit's slot whenever
 /// the slot has an owner: with `c` fully admitted before `a`'s record
 /// runs, `c` shows `late_records_total` 1. And `record_general` checks
@@ -404,7 +404,7 @@ fn c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner() {
 /// there, and is evicted either way (idle, or the least recently used
 /// closed partition); `c` always takes `a`'s slot. The same checks.
 ///
-/// Fails on today's core (issue 21 item 4), first on `c`'s
+/// Fails while issue 21 item 4 is open, first on `c`'s
 /// `failures_total`: `a`'s failure, judged on `a`'s word and applied to
 /// it with no change of the word, bumps the failure counter of the
 /// partition after `c`'s hand-over has cleared it.
