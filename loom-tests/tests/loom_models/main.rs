@@ -11,6 +11,7 @@
 mod support;
 
 mod c11;
+mod c12;
 mod c13;
 mod c5;
 mod c7;
