@@ -1,15 +1,15 @@
 # loom models of the concurrent core (issue 4). Included by the root Makefile.
 #
 #   make loom        every model at LOOM_MAX_PREEMPTIONS=2 (part of `make test`;
-#                    about 4-5.5 min on 2 cores, build included)
+#                    under 5 min on 2 cores, build included)
 #   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3, and the
 #                    ignored ones (much longer; run by hand before touching
 #                    state/ or partition.rs)
 #   make loom-index  only the tenant-index model (about 1 min; ignored by
 #                    `make loom`, see loom-tests/tests/loom_models/c9.rs)
-#   make loom-known  the models of known open defects (issue 21 items 4
-#                    and 10, and the trip that publishes no open-until):
-#                    each is expected to FAIL until its defect is fixed;
+#   make loom-known  the models of known open defects (issue 21 item 4,
+#                    a late record's counters reaching a recycled slot's
+#                    new owner): each is expected to FAIL until fixed;
 #                    `make loom-deep` skips them (a failing model that
 #                    uses the tenant table aborts the test binary)
 #
@@ -24,10 +24,8 @@ LOOM_CARGO = RUSTFLAGS="$(LOOM_RUSTFLAGS)" CARGO_TARGET_DIR=$(LOOM_TARGET_DIR) \
 	$(CARGO) test --release -p breakerbank-loom-tests --test loom_models
 
 # Ignored models of known open defects: run by `make loom-known` only.
-LOOM_KNOWN = c11_force_open_one_tenant_racing_an_owner_change_is_not_lost \
-	c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner \
-	c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner \
-	c12_a_reopen_racing_a_probe_and_its_cancel_keeps_its_period
+LOOM_KNOWN = c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner \
+	c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner
 
 .PHONY: loom loom-deep loom-index loom-known
 

@@ -195,13 +195,9 @@ fn c11_reset_all_racing_an_insert_never_leaves_the_newcomer_forced() {
 /// must come back forced). The action must not be dropped because the
 /// slot it resolved changed owner before its compare-and-swap.
 ///
-/// Fails while issue 21 item 10 is open: `Dependency::operate`
-/// resolves `a`, then applies the action only if the slot is still
-/// `a`'s; when `b`'s eviction takes the slot in between, nothing is
-/// applied and nothing retries, and `a`, no longer in the table, reads
-/// closed.
+/// Fails if `Dependency::operate` gives up when the slot it resolved is no
+/// longer `a`'s at its CAS (it must resolve `a` again).
 #[test]
-#[ignore = "issue 21 item 10: per-tenant action lost on an owner change"]
 fn c11_force_open_one_tenant_racing_an_owner_change_is_not_lost() {
     let profile = profile(Scope::Tenant { max_tenants: 1 }, 1, 1, 1);
     explore_bounded(

@@ -147,19 +147,13 @@ fn not_half_open(dep: &Dependency) {
 /// period has passed it reads half-open and admits exactly the budget of
 /// probes.
 ///
-/// Fails while N7 (`notes/loom-needs.md`) is open: `Cell::update_with`
-/// calls `prepublish` with the word it saw (`cur`: half-open, one
-/// probe), and `prepublish` gives up without writing when the word has
-/// moved (the caller's probe: two), but the loop then tries its CAS from
-/// `cur` anyway; the caller's cancel has brought the word back to `cur`
-/// (one probe), so the CAS installs `Open` with no open-until of its
-/// generation. Readers then stay open for good (the defensive branch of
-/// `machine::admit`), and `retry_after` keeps saying one full period.
-/// The same interleaving fails `c7_probe_budget_two_three_threads`
-/// ("probe 1 of budget 2 refused (Open)"). A CAS loop that reloads the
-/// word and decides again when `prepublish` gave up passes both.
+/// Fails if `Cell::update_with` tries the trip's CAS from the word it saw
+/// after `prepublish` found the word moved on and wrote nothing: the
+/// caller's probe and its cancel bring the word back to what the trip saw,
+/// the CAS succeeds, and `Open` is installed with no open-until of its
+/// generation (readers then stay open for good). The loop must decide
+/// again on the new word instead.
 #[test]
-#[ignore = "open defect: a trip's CAS after an A-B-A of the word installs Open with no open-until"]
 fn c12_a_reopen_racing_a_probe_and_its_cancel_keeps_its_period() {
     let profile = profile(Scope::Global, 1, 2, 1);
     explore(

@@ -31,8 +31,11 @@ const WARM: &str = "warm/by-the-shard-path";
 #[test]
 fn c9_same_tenant_inserted_twice_shares_one_partition() {
     let profile = profile(Scope::Tenant { max_tenants: 3 }, 1, 1, 1);
-    explore(
+    // Capped at bound 1 to keep `make loom` under five minutes (bound 2
+    // passes too: 822 164 executions, over two minutes).
+    explore_bounded(
         "c9_same_tenant_inserted_twice_shares_one_partition",
+        1,
         move || {
             let w = World::new(&profile);
             match w.dep.admit(Some(WARM), None).unwrap() {
@@ -390,7 +393,7 @@ const RECYCLER: &str = "tenant-c5/by-shard-path";
 /// failure lands in `c`'s window (its word CAS is then late); `c`'s own
 /// 1 failure in 3 calls then trips it.
 #[test]
-#[ignore = "issue 21 item 4: a late record reaches the recycled slot's new owner"]
+#[ignore = "issue 21 item 4: a late record's counters (late_records_total, failures_total) reach the recycled slot's new owner"]
 fn c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner() {
     late_rate_failure_racing_a_recycle(
         "c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner",
@@ -409,7 +412,7 @@ fn c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner() {
 /// it with no change of the word, bumps the failure counter of the
 /// partition after `c`'s hand-over has cleared it.
 #[test]
-#[ignore = "issue 21 item 4: a late record reaches the recycled slot's new owner"]
+#[ignore = "issue 21 item 4: a late record's counters (late_records_total, failures_total) reach the recycled slot's new owner"]
 fn c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner() {
     late_rate_failure_racing_a_recycle(
         "c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner",
