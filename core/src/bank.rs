@@ -1545,6 +1545,26 @@ impl Dependency {
         self.resolve_existing(tenant).2
     }
 
+    /// The partition a call for `tenant` would be served by, by name,
+    /// without touching the table: the tenant's own (whether or not it has
+    /// one yet), `global`, or `<overflow>` when the table is known to be
+    /// full of partitions that cannot be evicted (or the tenant is missing
+    /// or invalid). What an expired deadline's error names (C10): such a
+    /// call never reaches a partition.
+    pub fn breaker_of(&self, tenant: Option<&str>) -> String {
+        match (self.parts(), self.tenant(tenant)) {
+            (Parts::Global(_), _) => GLOBAL.to_string(),
+            (Parts::Tenant(t, _), Ok(Some(name))) => {
+                if t.lookup(name).is_none() && t.known_full() {
+                    OVERFLOW.to_string()
+                } else {
+                    name.to_string()
+                }
+            }
+            (Parts::Tenant(..), _) => OVERFLOW.to_string(),
+        }
+    }
+
     /// The error a rejection amounts to when no fallback is served (C4):
     /// for callers that handle rejections themselves. Counts nothing.
     pub fn unavailable(

@@ -110,7 +110,9 @@ type Value = KeyArc<dyn Any + Send + Sync>;
 /// call served from here never waits on a lock (C3); writes (a successful
 /// call's value) may. Bounded on its own: past its capacity a writer drops
 /// entries, those too old to be served first, so memory stays bounded
-/// whatever keys callers use. Independent of the partition table, so a
+/// whatever keys callers use. A replaced or trimmed value is dropped once
+/// no reader can still see it (papaya's deferred reclamation), not at
+/// once. Independent of the partition table, so a
 /// value outlives the eviction of its partition (C3), and an overflowed
 /// tenant still gets its own values (C9).
 pub(crate) struct StaleCache {

@@ -2140,6 +2140,15 @@ impl Table {
         }
     }
 
+    /// Whether a newcomer would go to the overflow now, as far as the last
+    /// eviction scan knows (see `none_evictable_at`); no scan made here.
+    pub(crate) fn known_full(&self) -> bool {
+        // Relaxed/Acquire: a hint, as in `evict`.
+        self.live.load(Ordering::Relaxed) >= self.capacity
+            && self.none_evictable_at.load(Ordering::Acquire)
+                == self.evictable_epoch.load(Ordering::Acquire)
+    }
+
     /// Something may have become evictable (see `none_evictable_at`).
     pub(crate) fn note_evictable(&self) {
         // Release: a scan that reads the new epoch redoes its search.

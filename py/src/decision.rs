@@ -288,7 +288,7 @@ impl PyDecision {
             None => Ok(slf.clone()),
             Some(RejectReason::DeadlineExpired) => Err(Error::DeadlineExpired {
                 dependency: this.dep.name().to_owned(),
-                partition: this.dep.partition_of(this.tenant.as_deref()),
+                partition: this.dep.breaker_of(this.tenant.as_deref()),
             }
             .into()),
             Some(_) => match this.rejection() {

@@ -98,7 +98,7 @@ pub fn serve<'py>(
     if rejection.reason == RejectReason::DeadlineExpired {
         return Err(Error::DeadlineExpired {
             dependency: dep.name().to_owned(),
-            partition: dep.partition_of(tenant),
+            partition: dep.breaker_of(tenant),
         }
         .into());
     }

@@ -393,6 +393,9 @@ static void c8_probe_failure_reopens(void) {
 
 static void c10_expired_deadline_is_not_admitted_nor_counted(void) {
   fresh_bank();
+  /* acme has a partition: an expired deadline is counted there (C14); a
+     tenant with none gets no partition from it (C9) */
+  CHECK(bbt_call(bank, PAY, "acme", BB_OUTCOME_SUCCESS));
   advance(5 * SEC);
   uint64_t now = now_ns();
   bb_decision d;
@@ -406,6 +409,9 @@ static void c10_expired_deadline_is_not_admitted_nor_counted(void) {
   CHECK_OK(bb_record(bank, d.permit, BB_OUTCOME_SUCCESS));
   CHECK(bbt_metric(bank, "deadline_expired_total", "payments_client", "acme", NULL) == 2);
   CHECK(bbt_metric(bank, "failures_total", "payments_client", "acme", NULL) == 0);
+  CHECK_OK(bb_admit(bank, PAY, "newcomer", 8, now, &d));
+  CHECK(d.reason == BB_REASON_DEADLINE_EXPIRED);
+  CHECK(bbt_metric(bank, "deadline_expired_total", "payments_client", "newcomer", NULL) == -1);
   /* an expired deadline against an open breaker still says "expired" */
   trip_payments("acme");
   CHECK_OK(bb_admit(bank, PAY, "acme", 4, now, &d));
