@@ -99,7 +99,28 @@ def started_ns(v):
 FLIP_PROBE = var(10, 11)
 LEDGER = 3  # ledger_client: global, trips on one failure, probe budget 2
 
+def c_str(kind, arg=b''):
+    """StrArg: 0 Known(u8), 2 Zeros(u16), 3 ZerosHuge, 4 NullLen(u32), 5 Null, 6 Empty."""
+    return var(kind, 7) + arg
+
+
+MISALIGNED, NULL_PTR = var(2, 3), var(1, 3)
+
 C_SEEDS = {
+    'strings_and_pointers': ops([
+        var(1, 12) + MAIN + c_str(2, u16(300)) + VALID,
+        var(1, 12) + MAIN + c_str(4, u32(5)) + VALID,
+        var(1, 12) + var(2, 3) + c_str(0, u8(1)) + VALID,
+        c_admit(0, c_str(3)),
+        c_admit(0, c_str(6)),
+        var(4, 12) + MAIN + var(1, 2) + u32(99) + c_str(6) + MISALIGNED,
+        var(5, 12) + MAIN + c_dep(0) + c_str(6),
+        var(6, 12) + MAIN + c_dep(2) + c_str(0, u8(1)),
+        var(7, 12) + MAIN + NULL_PTR,
+        var(11, 12) + var(2, 4) + u16(3) + VALID,
+        var(10, 12) + MAIN + c_dep(0) + var(0, 4) + VALID,
+        var(0, 12) + c_str(0, u8(0)) + u8(1) + VALID,
+        var(0, 12) + c_str(2, u16(10)) + u8(0) + VALID]),
     'tenant_cycle': ops([
         c_admit(0, c_tenant(0)), c_record(genuine(0), FAILURE),
         c_admit(0, c_tenant(0)), c_record(genuine(0), FAILURE), c_advance(10**10),
