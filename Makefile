@@ -2,7 +2,8 @@
 #   make demo   the single-tenant fault-injection scenario through the real core
 #   make test   installs what the tests need (a local .venv) and runs every test
 #
-# Pieces live in mk/*.mk: ffi.mk (C ABI), py.mk (Python), loom.mk, bench.mk.
+# Pieces live in mk/*.mk: ffi.mk (C ABI), py.mk (Python), loom.mk, bench.mk,
+# fuzz.mk (cargo-fuzz targets).
 
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
@@ -14,11 +15,13 @@ include mk/ffi.mk
 include mk/py.mk
 include mk/loom.mk
 include mk/bench.mk
+include mk/fuzz.mk
 
 # Everything: formatting and lints, Rust tests (unit, integration, model,
 # stress, doc, header staleness), a short loom run, the C tests plain and
-# under sanitizers, the Python stubs check and pytest.
-test: lint rust-test loom ffi-test py-test
+# under sanitizers, the Python stubs check and pytest, and each fuzz target
+# for 20 s (skipped with a message where there is no nightly toolchain).
+test: lint rust-test loom ffi-test py-test fuzz-short
 	@echo "make test: all suites passed"
 
 lint:
