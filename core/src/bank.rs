@@ -1457,9 +1457,19 @@ impl Dependency {
             },
             (Parts::Tenant(t, _), Some(name)) => {
                 t.set_forced(name, false);
-                // Evicted meanwhile: fresh, which is what a reset makes.
                 if let Some(r) = t.lookup(name) {
+                    // Evicted before the CAS: fresh, which a reset makes.
                     apply(r.slot, r.part, r.owner);
+                } else if t.forced_all.load(Ordering::Acquire) {
+                    // After a dependency-wide force_open a tenant with no
+                    // partition would start forced open: the reset gives
+                    // it one (made forced open) and closes it.
+                    loop {
+                        let target = self.target(Some(name));
+                        if target.overflow || apply(target.slot, target.part, target.owner) {
+                            break;
+                        }
+                    }
                 }
             }
             (Parts::Tenant(t, zero), None) => {

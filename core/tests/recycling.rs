@@ -328,3 +328,19 @@ fn c9_a_newcomer_finds_the_one_evictable_partition_however_large_the_table() {
     admitted(r).record(Outcome::Success);
     assert_eq!(dep.partition_of(Some("late-comer")), "<overflow>");
 }
+
+#[test]
+fn c11_reset_of_an_unseen_tenant_after_force_open_of_all_closes_it() {
+    let bank = tenant_bank(3, 8);
+    let dep = bank.dependency("payments_client").unwrap();
+    dep.force_open(None);
+    assert_eq!(dep.state(Some("hooli")).unwrap(), State::ForcedOpen);
+    dep.reset(Some("hooli"));
+    assert_eq!(dep.state(Some("hooli")).unwrap(), State::Closed);
+    admitted(dep.admit(Some("hooli"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(
+        dep.state(Some("other")).unwrap(),
+        State::ForcedOpen,
+        "others stay isolated"
+    );
+}

@@ -503,7 +503,7 @@ impl Harness {
                         Change::Dependency(d) => p.dependency = d % (self.ndeps + 2),
                         Change::Slot(s) => p.slot = s,
                         Change::SlotDelta(d) => p.slot = p.slot.wrapping_add_signed(d.into()),
-                        Change::Generation(g) => p.generation = g,
+                        Change::Generation(g) => p.generation = u64::from(g),
                         Change::GenerationDelta(d) => {
                             p.generation = p.generation.wrapping_add_signed(d.into())
                         }
@@ -536,7 +536,7 @@ impl Harness {
                 ledger: *ledger,
                 dependency: *dependency % (self.ndeps + 2),
                 slot: *slot,
-                generation: *generation,
+                generation: u64::from(*generation),
                 probe: *probe,
             },
             _ => bb_permit::default(),
@@ -810,15 +810,19 @@ impl Harness {
     }
 
     /// `BB_ERR_TENANT_REQUIRED` for a missing or empty tenant on a
-    /// tenant-scoped dependency, else `BB_OK`.
+    /// tenant-scoped dependency, `BB_ERR_INVALID_TENANT` for one longer
+    /// than `MAX_TENANT_LEN` bytes (C9), else `BB_OK`.
     fn tenant_status(&self, dep: u32, s: &Str) -> bb_status {
         let Some(d) = self.rust(0).dependency_by_id(dep) else {
             return BB_ERR_UNKNOWN_DEPENDENCY;
         };
         let empty =
             matches!(&s.decoded, Ok(None)) || matches!(&s.decoded, Ok(Some(t)) if t.is_empty());
+        let long = matches!(&s.decoded, Ok(Some(t)) if t.len() > breakerbank::MAX_TENANT_LEN);
         if d.is_tenant_scoped() && empty {
             BB_ERR_TENANT_REQUIRED
+        } else if d.is_tenant_scoped() && long {
+            BB_ERR_INVALID_TENANT
         } else {
             BB_OK
         }
