@@ -6,6 +6,15 @@
 #                    -fsanitize=address,undefined; build and run the example
 #   make header      regenerate include/breakerbank.h (commit the result)
 #   make ffi-bench   criterion: bb_admit + bb_record vs the Rust core path
+#   make ffi-tsan    the C thread tests under ThreadSanitizer (not in
+#                    `make test`): the Rust library built by nightly with
+#                    -Zsanitizer=thread, linked with rustc's own TSan
+#                    runtime (gcc's lacks what current LLVM emits). std is
+#                    NOT instrumented (that needs -Zbuild-std and the
+#                    rust-src component, not installable here), so races
+#                    ordered only by std's Mutex/Condvar/channel are false
+#                    reports: the ones of that kind are suppressed, each
+#                    with its reason, in ffi-c/tests/tsan/suppressions.txt.
 #
 # `cargo test` does not rebuild the static library: ffi-test depends on
 # ffi-lib, which always asks cargo (a no-op when nothing changed).
@@ -27,7 +36,7 @@ FFI_LDLIBS := -lpthread -ldl -lm
 FFI_SAN_ENV := ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1 \
                UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: ffi-lib ffi-test ffi-test-plain ffi-test-sanitize ffi-example header ffi-bench
+.PHONY: ffi-lib ffi-test ffi-test-plain ffi-test-sanitize ffi-example header ffi-bench ffi-tsan
 
 ffi-lib:
 	$(CARGO) build --release -p breakerbank-ffi
@@ -72,3 +81,19 @@ header:
 
 ffi-bench:
 	$(CARGO) bench -p breakerbank-ffi --bench ffi
+
+FFI_TSAN_TARGET_DIR ?= $(FFI_TARGET_DIR)/tsan
+FFI_TSAN_TRIPLE := x86_64-unknown-linux-gnu
+FFI_TSAN_LIB := $(FFI_TSAN_TARGET_DIR)/$(FFI_TSAN_TRIPLE)/release/libbreakerbank_ffi.a
+FFI_TSAN_RT = $$(rustc +nightly --print sysroot)/lib/rustlib/$(FFI_TSAN_TRIPLE)/lib/librustc-nightly_rt.tsan.a
+
+ffi-tsan:
+	RUSTFLAGS="-Zsanitizer=thread -Cunsafe-allow-abi-mismatch=sanitizer" \
+	  CARGO_TARGET_DIR=$(FFI_TSAN_TARGET_DIR) \
+	  $(CARGO) +nightly build --release -p breakerbank-ffi --target $(FFI_TSAN_TRIPLE)
+	mkdir -p $(FFI_BUILD)
+	$(FFI_CC) $(FFI_CFLAGS) -fsanitize=thread -c -o $(FFI_BUILD)/test_threads.tsan.o $(FFI_TEST_DIR)/test_threads.c
+	$(FFI_CC) -o $(FFI_BUILD)/test_threads.tsan $(FFI_BUILD)/test_threads.tsan.o $(FFI_TSAN_LIB) \
+	  -Wl,--whole-archive $(FFI_TSAN_RT) -Wl,--no-whole-archive $(FFI_LDLIBS) -lstdc++
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/ffi-c/tests/tsan/suppressions.txt" \
+	  $(FFI_BUILD)/test_threads.tsan
