@@ -21,6 +21,15 @@ fn rate_bank(min_calls: u32, max_tenants: u32) -> (Bank, ManualClock) {
     (Bank::with_clock(p, clock.clone()), clock)
 }
 
+/// Admissions the dependency routed to its overflow partition.
+fn overflowed(bank: &Bank) -> u64 {
+    bank.metrics().dependencies[0]
+        .partitions
+        .iter()
+        .map(|p| p.partition_overflow_total)
+        .sum()
+}
+
 /// Names of the partitions the dependency lists in its metrics.
 fn partitions(bank: &Bank) -> Vec<String> {
     let mut v: Vec<String> = bank.metrics().dependencies[0]
@@ -85,12 +94,7 @@ fn c9_a_full_table_of_closed_partitions_evicts_rather_than_overflowing() {
             admitted(dep.admit(Some(&t), None).unwrap()).record(Outcome::Failure);
             assert_eq!(dep.partition_of(Some(&t)), t, "round {round}, {t}");
         }
-        let overflowed: u64 = bank.metrics().dependencies[0]
-            .partitions
-            .iter()
-            .map(|p| p.partition_overflow_total)
-            .sum();
-        assert_eq!(overflowed, 0, "round {round}");
+        assert_eq!(overflowed(&bank), 0, "round {round}");
     }
 }
 
@@ -114,12 +118,7 @@ fn c9_racing_inserters_into_a_full_table_of_closed_partitions_never_overflow() {
                 });
             }
         });
-        let overflowed: u64 = bank.metrics().dependencies[0]
-            .partitions
-            .iter()
-            .map(|p| p.partition_overflow_total)
-            .sum();
-        assert_eq!(overflowed, 0, "round {round}");
+        assert_eq!(overflowed(&bank), 0, "round {round}");
     }
 }
 
