@@ -157,9 +157,10 @@ mod closed_failure {
     use breakerbank::{Decision, Outcome};
     use failsafe::CircuitBreaker;
 
-    /// Failures between two resets of the consecutive counter: far below
-    /// the threshold, and the reset is amortised to nothing.
-    const RESET_EVERY: u32 = 1 << 16;
+    /// Failures between two resets of the consecutive counter: below the
+    /// largest threshold the word holds (`MAX_COUNT`, 1023), and the reset
+    /// amortised over a thousand calls.
+    const RESET_EVERY: u32 = 1000;
 
     pub fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group("closed_failure");

@@ -1101,15 +1101,19 @@ impl Dependency {
         started_ns: u64,
         outcome: Outcome,
     ) -> Outcome {
+        // The window's fast path takes the scalars: a `RawPermit` built
+        // here went through the stack, its slot and probe flag stored
+        // apart and read back as one word, which stalled store forwarding
+        // on every failure-rate record.
+        if self.record_windowed(slot, generation, probe, outcome) {
+            return outcome;
+        }
         let permit = RawPermit {
             slot,
             generation,
             probe,
             started_ns,
         };
-        if self.record_windowed(permit, outcome) {
-            return outcome;
-        }
         self.record_general(permit, outcome)
     }
 
@@ -1179,9 +1183,9 @@ impl Dependency {
     /// `machine::record` changes nothing unless the window trips, and a
     /// trip goes on through the cell. True when recorded.
     #[inline]
-    fn record_windowed(&self, permit: RawPermit, outcome: Outcome) -> bool {
+    fn record_windowed(&self, slot: u32, generation: u64, probe: bool, outcome: Outcome) -> bool {
         let inner = &*self.inner;
-        if !inner.window_fast || permit.slot != 0 || permit.probe {
+        if !inner.window_fast || slot != 0 || probe {
             return false;
         }
         let verdict = verdict_of(outcome);
@@ -1192,11 +1196,17 @@ impl Dependency {
         let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window()) else {
             return false;
         };
-        if !part.cell.load().is_quiet_closed(permit.generation) {
+        if !part.cell.load().is_quiet_closed(generation) {
             return false;
         }
         let failed = verdict == Verdict::Failure;
         if window.record_and_judge(self.now_coarse().as_nanos(), failed, rate, min_calls) {
+            let permit = RawPermit {
+                slot,
+                generation,
+                probe,
+                started_ns: NOT_TIMED,
+            };
             let _ = self.apply(permit, part, verdict, true);
         } else if failed {
             part.stats().hot(Hot::Failure);
