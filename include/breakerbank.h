@@ -302,6 +302,12 @@ typedef struct bb_permit {
    * Whether this call holds a half-open probe slot (C7).
    */
   bool probe;
+  /**
+   * A keyed hash of every other field, made by the issuing bank with a
+   * key of its own: a permit whose fields were altered, or that this
+   * bank did not issue, fails it (C13).
+   */
+  uint64_t check;
 } bb_permit;
 
 /**
@@ -475,9 +481,10 @@ bb_status bb_admit(const struct bb_bank *bank, uint32_t dep, const char *tenant,
 /**
  * Records the outcome of an admitted call (C5, C7, C8, C10, C13).
  *
- * Each permit is redeemed once: recording it (or a copy) again, or a
- * permit never issued by this bank, is `BB_ERR_INVALID_ARGUMENT` and
- * changes nothing. A permit from an earlier generation of its breaker
+ * Each permit is redeemed once: recording it (or a copy) again, a permit
+ * never issued by this bank, or one with any field altered (its `check`
+ * word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
+ * nothing. A permit from an earlier generation of its breaker
  * (the breaker changed state since) is counted as a late record only, and
  * a probe's slot is returned. `outcome` outside `bb_outcome` is
  * `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). Thread-safe;

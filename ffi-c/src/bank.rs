@@ -29,6 +29,26 @@ pub struct bb_bank {
     pub(crate) listener: Arc<ListenerSlot>,
     /// Tags this bank's permits.
     serial: u32,
+    /// Keys the check word of this bank's permits (random per bank).
+    checks: foldhash::quality::RandomState,
+}
+
+impl bb_bank {
+    /// The check word of `p` (every field but `check`). A keyed hash, not
+    /// a cryptographic MAC: it refuses a permit altered or made up by a
+    /// caller that does not read the bank's memory, which an in-process
+    /// caller could do anyway, at a few nanoseconds a call.
+    fn check_of(&self, p: &bb_permit) -> u64 {
+        use std::hash::BuildHasher;
+        self.checks.hash_one((
+            p.ticket,
+            p.started_ns,
+            u64::from(p.bank) << 32 | u64::from(p.ledger),
+            u64::from(p.dependency) << 32 | u64::from(p.slot),
+            p.generation,
+            p.probe,
+        ))
+    }
 }
 
 impl std::fmt::Debug for bb_bank {
@@ -124,7 +144,12 @@ pub extern "C" fn bb_bank_from_yaml(
                 break s;
             }
         };
-        let b = Box::new(bb_bank { bank, listener: Arc::default(), serial });
+        let b = Box::new(bb_bank {
+            bank,
+            listener: Arc::default(),
+            serial,
+            checks: foldhash::quality::RandomState::default(),
+        });
         out.write(Box::into_raw(b));
         Ok(())
     }
@@ -203,6 +228,7 @@ const NO_PERMIT: bb_permit = bb_permit {
     slot: 0,
     generation: 0,
     probe: false,
+    check: 0,
 };
 
 fn nanos(d: Duration) -> u64 {
@@ -247,22 +273,25 @@ pub extern "C" fn bb_admit(
             Ok(Decision::Admitted(permit)) => {
                 let raw = permit.into_raw();
                 let (ledger, ticket) = ledger::issue();
+                let mut permit = bb_permit {
+                    ticket,
+                    started_ns: raw.started_ns,
+                    bank: bank.serial,
+                    ledger,
+                    dependency: dep,
+                    slot: raw.slot,
+                    generation: raw.generation,
+                    probe: raw.probe,
+                    check: 0,
+                };
+                permit.check = bank.check_of(&permit);
                 bb_decision {
                     admitted: true,
                     probe: raw.probe,
                     reason: bb_reason::BB_REASON_NONE,
                     fallback: bb_fallback_kind::BB_FALLBACK_NONE,
                     retry_after_ns: 0,
-                    permit: bb_permit {
-                        ticket,
-                        started_ns: raw.started_ns,
-                        bank: bank.serial,
-                        ledger,
-                        dependency: dep,
-                        slot: raw.slot,
-                        generation: raw.generation,
-                        probe: raw.probe,
-                    },
+                    permit,
                 }
             }
             Ok(Decision::Rejected(r)) => {
@@ -289,9 +318,10 @@ pub extern "C" fn bb_admit(
 
 /// Records the outcome of an admitted call (C5, C7, C8, C10, C13).
 ///
-/// Each permit is redeemed once: recording it (or a copy) again, or a
-/// permit never issued by this bank, is `BB_ERR_INVALID_ARGUMENT` and
-/// changes nothing. A permit from an earlier generation of its breaker
+/// Each permit is redeemed once: recording it (or a copy) again, a permit
+/// never issued by this bank, or one with any field altered (its `check`
+/// word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
+/// nothing. A permit from an earlier generation of its breaker
 /// (the breaker changed state since) is counted as a late record only, and
 /// a probe's slot is returned. `outcome` outside `bb_outcome` is
 /// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). Thread-safe;
@@ -311,11 +341,16 @@ pub extern "C" fn bb_record(
         let Some(outcome) = outcome.decode() else {
             return Err(Fail::arg(format!("`outcome` {} is not a bb_outcome", outcome.0)));
         };
-        let d = dependency(bank, permit.dependency)?;
-        if permit.bank != bank.serial || !ledger::redeem(permit.ledger, permit.ticket) {
+        // Checked before anything else: an altered or made-up permit
+        // redeems no ticket and changes nothing (C13).
+        if permit.bank != bank.serial || permit.check != bank.check_of(&permit) {
             return Err(Fail::arg(
-                "`permit` was already recorded, or was not issued by this bank",
+                "`permit` was not issued by this bank, or its fields were altered",
             ));
+        }
+        let d = dependency(bank, permit.dependency)?;
+        if !ledger::redeem(permit.ledger, permit.ticket) {
+            return Err(Fail::arg("`permit` was already recorded"));
         }
         d.record_raw(
             breakerbank::RawPermit {

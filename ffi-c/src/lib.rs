@@ -109,7 +109,7 @@ mod tests {
     fn abi_layout_is_what_the_header_says() {
         assert_eq!(std::mem::size_of::<bb_status>(), 4);
         assert_eq!(std::mem::size_of::<bb_breaker_state>(), 4);
-        assert_eq!(std::mem::size_of::<bb_permit>(), 48);
+        assert_eq!(std::mem::size_of::<bb_permit>(), 56);
         assert_eq!(bb_status::BB_OK as u32, 0);
         assert_eq!(bb_status::BB_ERR_PANIC as u32, 7);
         assert_eq!(bb_reason::BB_REASON_DEADLINE_EXPIRED as u32, 4);

@@ -186,6 +186,10 @@ pub struct bb_permit {
     pub generation: u64,
     /// Whether this call holds a half-open probe slot (C7).
     pub probe: bool,
+    /// A keyed hash of every other field, made by the issuing bank with a
+    /// key of its own: a permit whose fields were altered, or that this
+    /// bank did not issue, fails it (C13).
+    pub check: u64,
 }
 
 /// The answer of `bb_admit`.

@@ -563,7 +563,20 @@ static void c13_forged_and_foreign_permits_are_rejected(void) {
   CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
   forged = d.permit;
   forged.dependency = 999;
-  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_UNKNOWN_DEPENDENCY);
+  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
+  forged = d.permit;
+  forged.dependency = PAY; /* a switched dependency */
+  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
+  forged = d.permit;
+  forged.slot = 0xFFFFFFFFu;
+  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
+  forged = d.permit;
+  forged.generation += 12345;
+  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
+  forged = d.permit;
+  forged.probe = !forged.probe;
+  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(bbt_last_error(), "altered") != NULL);
   bb_bank *other = bbt_bank(PROFILE, true);
   CHECK_STATUS(bb_record(other, d.permit, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
   bb_bank_free(other);
@@ -572,6 +585,29 @@ static void c13_forged_and_foreign_permits_are_rejected(void) {
   /* none of the rejected attempts redeemed it */
   CHECK_OK(bb_record(bank, d.permit, BB_OUTCOME_SUCCESS));
   CHECK(bbt_metric(bank, "failures_total", "email_client", "global", NULL) == 0);
+}
+
+/* C7, C13: a live probe's slot, generation and probe flag copied into
+   another permit do not free the probe's slot. */
+static void c7_c13_a_probe_copied_into_another_permit_frees_no_slot(void) {
+  fresh_bank();
+  trip_payments("probe-tenant");
+  advance(30 * SEC);
+  bb_decision probe = bbt_admit(bank, PAY, "probe-tenant");
+  bb_decision second = bbt_admit(bank, PAY, "probe-tenant");
+  CHECK(probe.admitted && probe.probe && second.admitted && second.probe);
+  bb_decision other = bbt_admit(bank, PAY, "closed-tenant");
+  CHECK(other.admitted && !other.probe);
+  bb_permit forged = other.permit;
+  forged.slot = probe.permit.slot;
+  forged.generation = probe.permit.generation;
+  forged.probe = true;
+  CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_CANCELLED), BB_ERR_INVALID_ARGUMENT);
+  /* budget 2: the two real probes still hold both slots */
+  CHECK(bbt_admit(bank, PAY, "probe-tenant").reason == BB_REASON_PROBE_BUDGET);
+  CHECK_OK(bb_record(bank, probe.permit, BB_OUTCOME_CANCELLED));
+  CHECK_OK(bb_record(bank, second.permit, BB_OUTCOME_CANCELLED));
+  CHECK_OK(bb_record(bank, other.permit, BB_OUTCOME_SUCCESS));
 }
 
 static void c13_permit_of_evicted_partition_is_ignored_safely(void) {
@@ -775,6 +811,7 @@ int main(void) {
   RUN(c13_outcome_of_older_generation_is_late_only);
   RUN(c13_double_record_never_double_counts);
   RUN(c13_forged_and_foreign_permits_are_rejected);
+  RUN(c7_c13_a_probe_copied_into_another_permit_frees_no_slot);
   RUN(c13_permit_of_evicted_partition_is_ignored_safely);
   RUN(c14_prometheus_exposes_every_metric_name);
   RUN(c15_breaker_not_closed_within_recovery_bound_is_stuck);
