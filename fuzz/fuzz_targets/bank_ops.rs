@@ -635,7 +635,11 @@ impl<'a> Harness<'a> {
         for k in keys {
             let (s0, s1) = (state_of(before, &k), state_of(&after, &k));
             if let Op::Advance(_) = op {
-                assert_eq!(s0, s1, "C12: advancing the clock changed {k:?}");
+                // C12, C14: moving the clock changes nothing but an open
+                // breaker whose period ended, which reads (and, by the
+                // manual clock's sweep, becomes) half-open.
+                let ended = s0 == State::Open && s1 == State::HalfOpen;
+                assert!(s0 == s1 || ended, "C12: advancing the clock changed {k:?}: {s0:?} -> {s1:?}");
             }
             if operator == Some(k.0) {
                 // Operator steps were modelled where they ran.
