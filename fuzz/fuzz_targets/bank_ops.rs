@@ -639,7 +639,10 @@ impl<'a> Harness<'a> {
                 // breaker whose period ended, which reads (and, by the
                 // manual clock's sweep, becomes) half-open.
                 let ended = s0 == State::Open && s1 == State::HalfOpen;
-                assert!(s0 == s1 || ended, "C12: advancing the clock changed {k:?}: {s0:?} -> {s1:?}");
+                assert!(
+                    s0 == s1 || ended,
+                    "C12: advancing the clock changed {k:?}: {s0:?} -> {s1:?}"
+                );
             }
             if operator == Some(k.0) {
                 // Operator steps were modelled where they ran.
