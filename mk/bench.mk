@@ -4,6 +4,7 @@
 #     bench-criterion      single thread, breakerbank vs recloser vs failsafe + the raw floor
 #     bench-contended      std threads on one shared breaker, total calls/s, medians of runs
 #     bench-scale          tenant-scoped cost at 1 … 1M tenants, memory per partition, flood
+#     bench-overflow       an admission sent to the overflow by a table full of open partitions
 #
 # Each step's output is kept in $(BENCH_OUT)/ for notes/bench-report.md.
 # Shorter or longer: make bench BENCH_CRITERION_ARGS="--measurement-time 5" BENCH_RUNS=11
@@ -15,9 +16,9 @@ BENCH_RUNS ?= 7
 BENCH_MS ?= 300
 BENCH_PASSES ?= 3
 
-.PHONY: bench bench-build bench-criterion bench-contended bench-scale
+.PHONY: bench bench-build bench-criterion bench-contended bench-scale bench-overflow
 
-bench: bench-criterion bench-contended bench-scale
+bench: bench-criterion bench-contended bench-scale bench-overflow
 
 bench-build:
 	$(CARGO) bench -p breakerbank-benches --no-run
@@ -42,3 +43,9 @@ bench-scale: bench-build
 	  --passes $(BENCH_PASSES) > $(BENCH_OUT)/scale.txt \
 	  || { cat $(BENCH_OUT)/scale.txt; exit 1; }
 	cat $(BENCH_OUT)/scale.txt
+
+bench-overflow: bench-build
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) run --release -p breakerbank-benches --example overflow -- \
+	  > $(BENCH_OUT)/overflow.txt || { cat $(BENCH_OUT)/overflow.txt; exit 1; }
+	cat $(BENCH_OUT)/overflow.txt
