@@ -99,20 +99,111 @@ pub enum Outcome {
     Cancelled,
 }
 
-/// A permit as plain data, for bindings that cannot hold a borrow.
-///
-/// Recorded with [`Dependency::record_raw`]. `started_ns` is `u64::MAX`
-/// unless the dependency has `slow_call`.
+/// A permit's fields, as the core passes them around (see [`RawPermit`]
+/// for the form callers hold).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RawPermit {
+pub(crate) struct PermitData {
     /// The partition's slot in its dependency (0: global or overflow).
-    pub slot: u32,
+    pub(crate) slot: u32,
     /// The generation the permit belongs to (C13).
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// Whether it holds a probe slot (C7).
-    pub probe: bool,
-    /// Admission time on the bank's clock, for `slow_call`.
-    pub started_ns: u64,
+    pub(crate) probe: bool,
+    /// Admission time on the bank's clock, for `slow_call`; `u64::MAX`
+    /// unless the dependency has `slow_call`.
+    pub(crate) started_ns: u64,
+}
+
+/// A permit as plain data, for bindings that cannot hold a borrow:
+/// [`Permit::into_raw`] makes one, [`Dependency::record_raw`] consumes it.
+/// Exactly once by its type (C13): not `Copy`, not `Clone`, no public
+/// fields, so safe code can neither record one twice nor make one up.
+///
+/// ```
+/// # use breakerbank::{Bank, Decision, Outcome, Profile};
+/// # let bank = Bank::new(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap());
+/// let svc = bank.dependency("svc_client").unwrap();
+/// let Decision::Admitted(p) = svc.admit(None, None).unwrap() else { panic!() };
+/// let raw = p.into_raw(); // kept by a binding across a boundary
+/// assert!(!raw.is_probe());
+/// svc.record_raw(raw, Outcome::Success);
+/// ```
+///
+/// Recording it twice does not compile:
+///
+/// ```compile_fail
+/// # use breakerbank::{Bank, Decision, Outcome, Profile};
+/// # let bank = Bank::new(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap());
+/// # let svc = bank.dependency("svc_client").unwrap();
+/// # let Decision::Admitted(p) = svc.admit(None, None).unwrap() else { panic!() };
+/// let raw = p.into_raw();
+/// svc.record_raw(raw, Outcome::Success);
+/// svc.record_raw(raw, Outcome::Failure); // use of a moved value
+/// ```
+///
+/// Nor does a copy, or one made up:
+///
+/// ```compile_fail
+/// # use breakerbank::{Bank, Decision, Outcome, Profile};
+/// # let bank = Bank::new(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap());
+/// # let svc = bank.dependency("svc_client").unwrap();
+/// # let Decision::Admitted(p) = svc.admit(None, None).unwrap() else { panic!() };
+/// let raw = p.into_raw();
+/// let copy = raw.clone(); // RawPermit is not Clone
+/// svc.record_raw(copy, Outcome::Success);
+/// ```
+///
+/// ```compile_fail
+/// # use breakerbank::{Bank, Outcome, Profile, RawPermit};
+/// # let bank = Bank::new(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap());
+/// # let svc = bank.dependency("svc_client").unwrap();
+/// let forged = RawPermit { slot: 0, generation: 0, probe: true, started_ns: 0 };
+/// svc.record_raw(forged, Outcome::Success);
+/// ```
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct RawPermit(PermitData);
+
+impl RawPermit {
+    /// The partition's slot in its dependency (0: global or overflow).
+    pub fn slot(&self) -> u32 {
+        self.0.slot
+    }
+
+    /// The generation the permit belongs to (C13).
+    pub fn generation(&self) -> u64 {
+        self.0.generation
+    }
+
+    /// Whether it holds a probe slot (C7).
+    pub fn is_probe(&self) -> bool {
+        self.0.probe
+    }
+
+    /// Admission time on the bank's clock (ns), for `slow_call`;
+    /// `u64::MAX` unless the dependency has `slow_call`.
+    pub fn started_ns(&self) -> u64 {
+        self.0.started_ns
+    }
+
+    /// A permit rebuilt from its fields, for a binding that passed them
+    /// through a boundary that cannot carry a Rust value (the C ABI).
+    ///
+    /// # Safety
+    ///
+    /// The fields must be those of one [`RawPermit`] that
+    /// [`Permit::into_raw`] made on the dependency it will be recorded
+    /// with, and it must be recorded at most once: a permit made up, or
+    /// recorded twice, breaks the probe budget and the counts (C7, C13).
+    /// Not memory safety: the contract the type otherwise enforces.
+    #[doc(hidden)]
+    pub unsafe fn from_parts(slot: u32, generation: u64, probe: bool, started_ns: u64) -> Self {
+        RawPermit(PermitData {
+            slot,
+            generation,
+            probe,
+            started_ns,
+        })
+    }
 }
 
 const NOT_TIMED: u64 = u64::MAX;
@@ -144,8 +235,8 @@ enum AnswerKind {
 /// The permit of a call admitted on closed word `w` of the partition at
 /// `slot`: never a probe, not timed.
 #[inline(always)]
-fn closed_permit(slot: u32, w: Word) -> RawPermit {
-    RawPermit {
+fn closed_permit(slot: u32, w: Word) -> PermitData {
+    PermitData {
         slot,
         generation: w.generation(),
         probe: false,
@@ -201,7 +292,7 @@ impl Answer {
     }
 
     #[inline(always)]
-    fn admitted(raw: RawPermit) -> Self {
+    fn admitted(raw: PermitData) -> Self {
         Answer {
             head: Self::ADMITTED << Self::KIND_SHIFT
                 | if raw.probe { Self::PROBE } else { 0 }
@@ -252,8 +343,8 @@ impl Answer {
     }
 
     #[inline(always)]
-    fn raw(self) -> RawPermit {
-        RawPermit {
+    fn raw(self) -> PermitData {
+        PermitData {
             slot: (self.head & Self::SLOT) as u32,
             generation: self.head >> Self::GEN_SHIFT,
             probe: self.head & Self::PROBE != 0,
@@ -271,7 +362,7 @@ impl Answer {
 /// records [`Outcome::Cancelled`] (C13).
 pub struct Permit<'a> {
     dep: &'a Dependency,
-    raw: RawPermit,
+    raw: PermitData,
     /// The partition `raw.slot` names, when the admission had it at hand,
     /// so recording need not find it again by slot (for a tenant, the
     /// table's arena bounds check and address on the call's critical path).
@@ -311,7 +402,7 @@ impl Permit<'_> {
     /// [`Dependency::record_raw`] (nothing is recorded on drop).
     #[inline]
     pub fn into_raw(self) -> RawPermit {
-        ManuallyDrop::new(self).raw
+        RawPermit(ManuallyDrop::new(self).raw)
     }
 }
 
@@ -319,7 +410,7 @@ impl Drop for Permit<'_> {
     /// Only unrecorded permits are dropped: `record` and `into_raw` consume
     /// theirs without running this.
     fn drop(&mut self) {
-        let _ = self.dep.record_raw(self.raw, Outcome::Cancelled);
+        let _ = self.dep.record_data(self.raw, Outcome::Cancelled);
     }
 }
 
@@ -838,7 +929,7 @@ impl Dependency {
     /// An admitted call's decision; with the partition when a fast path
     /// resolved it (see `Permit::part`).
     #[inline(always)]
-    fn admitted<'a>(&'a self, raw: RawPermit, part: Option<&'a Partition>) -> Decision<'a> {
+    fn admitted<'a>(&'a self, raw: PermitData, part: Option<&'a Partition>) -> Decision<'a> {
         Decision::Admitted(Permit {
             dep: self,
             raw,
@@ -906,7 +997,7 @@ impl Dependency {
     /// A closed word of the partition at `slot` admits without a clock
     /// (unless `slow_call` times it).
     #[inline]
-    fn admit_closed(&self, slot: u32, w: Word) -> Option<RawPermit> {
+    fn admit_closed(&self, slot: u32, w: Word) -> Option<PermitData> {
         (w.phase() == Phase::Closed && !self.inner.timed).then(|| closed_permit(slot, w))
     }
 
@@ -914,7 +1005,7 @@ impl Dependency {
     /// the consecutive policy a success on a closed word with no failures
     /// counted changes nothing (`machine::record`'s `(None, Applied)`).
     #[inline(always)]
-    fn record_fast(&self, raw: RawPermit, part: Option<&Partition>, outcome: Outcome) {
+    fn record_fast(&self, raw: PermitData, part: Option<&Partition>, outcome: Outcome) {
         if !self.quiet_on(raw, part, outcome) {
             let _ = self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
         }
@@ -924,14 +1015,14 @@ impl Dependency {
     /// success under the consecutive policy (no `slow_call`) on a closed
     /// word of its generation with no failures counted. One load.
     #[inline(always)]
-    fn quiet(&self, raw: RawPermit, outcome: Outcome) -> bool {
+    fn quiet(&self, raw: PermitData, outcome: Outcome) -> bool {
         self.quiet_on(raw, None, outcome)
     }
 
     /// [`Dependency::quiet`] on `part`, the partition `raw.slot` names, if
     /// the caller has it (else it is found by slot).
     #[inline(always)]
-    fn quiet_on(&self, raw: RawPermit, part: Option<&Partition>, outcome: Outcome) -> bool {
+    fn quiet_on(&self, raw: PermitData, part: Option<&Partition>, outcome: Outcome) -> bool {
         outcome == Outcome::Success
             && self.inner.quiet_success
             && !raw.probe
@@ -975,7 +1066,7 @@ impl Dependency {
                 } else {
                     NOT_TIMED
                 };
-                return Answer::admitted(RawPermit {
+                return Answer::admitted(PermitData {
                     slot: target.slot,
                     generation: owner.generation,
                     probe: false,
@@ -1009,7 +1100,7 @@ impl Dependency {
                     } else {
                         NOT_TIMED
                     };
-                    Answer::admitted(RawPermit {
+                    Answer::admitted(PermitData {
                         slot: target.slot,
                         generation,
                         probe,
@@ -1069,12 +1160,18 @@ impl Dependency {
     ///
     /// A permit of an older generation, or of a partition evicted since,
     /// is counted as late and changes nothing else; a probe permit always
-    /// returns its slot. Each permit must be recorded once.
+    /// returns its slot. The permit is consumed: recorded once, by its type.
     ///
     /// Returns the outcome as counted: a success at least `slow_call` long
     /// is a failure (C5).
     #[inline]
     pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
+        self.record_data(permit.0, outcome)
+    }
+
+    /// [`Dependency::record_raw`] on the permit's fields.
+    #[inline]
+    fn record_data(&self, permit: PermitData, outcome: Outcome) -> Outcome {
         if self.quiet(permit, outcome) {
             return outcome;
         }
@@ -1101,14 +1198,14 @@ impl Dependency {
         started_ns: u64,
         outcome: Outcome,
     ) -> Outcome {
-        // The window's fast path takes the scalars: a `RawPermit` built
+        // The window's fast path takes the scalars: a `PermitData` built
         // here went through the stack, its slot and probe flag stored
         // apart and read back as one word, which stalled store forwarding
         // on every failure-rate record.
         if self.record_windowed(slot, generation, probe, outcome) {
             return outcome;
         }
-        let permit = RawPermit {
+        let permit = PermitData {
             slot,
             generation,
             probe,
@@ -1122,7 +1219,7 @@ impl Dependency {
     /// needs are not saved on the window's every call. (The permit by
     /// value: a spill here costs nothing the fast paths pay.)
     #[inline(never)]
-    fn record_general(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
+    fn record_general(&self, permit: PermitData, outcome: Outcome) -> Outcome {
         if self.record_counted(permit, outcome) {
             return outcome;
         }
@@ -1201,7 +1298,7 @@ impl Dependency {
         }
         let failed = verdict == Verdict::Failure;
         if window.record_and_judge(self.now_coarse().as_nanos(), failed, rate, min_calls) {
-            let permit = RawPermit {
+            let permit = PermitData {
                 slot,
                 generation,
                 probe,
@@ -1218,7 +1315,7 @@ impl Dependency {
     /// ([`machine::count_failure`]), installed by one CAS instead of the
     /// cell's loop; a lost race goes the general way. True when recorded.
     #[inline]
-    fn record_counted(&self, permit: RawPermit, outcome: Outcome) -> bool {
+    fn record_counted(&self, permit: PermitData, outcome: Outcome) -> bool {
         if outcome != Outcome::Failure || permit.probe {
             return false;
         }
@@ -1247,7 +1344,7 @@ impl Dependency {
 
     /// The cell's part of a record, after the window's: the word's change,
     /// the counters, the transition's event.
-    fn apply(&self, permit: RawPermit, part: &Partition, verdict: Verdict, trip: bool) -> Outcome {
+    fn apply(&self, permit: PermitData, part: &Partition, verdict: Verdict, trip: bool) -> Outcome {
         let inner = &*self.inner;
         let r = part.cell.record(
             &inner.policy,
@@ -2043,7 +2140,7 @@ mod tests {
             (2_000_000, 1 << 30, false, 5),
             (7, 12345, true, 99),
         ] {
-            let raw = RawPermit {
+            let raw = PermitData {
                 slot,
                 generation,
                 probe,

@@ -397,7 +397,7 @@ fn c13_permit_generation_changes_on_every_transition() {
     let (_b, clock, dep) = bank(1, 1, 1, "");
     let g0 = admitted(dep.admit(None, None).unwrap())
         .into_raw()
-        .generation;
+        .generation();
     fail(&dep, None, 1); // closed -> open
     clock.advance(SECS30);
     let p = admitted(dep.admit(None, None).unwrap()); // open -> half-open

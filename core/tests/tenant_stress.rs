@@ -82,12 +82,12 @@ fn churn(id: impl Fn(usize, usize) -> String + Sync) {
                             r.reason
                         ),
                     };
-                    let outcome = if raw.slot != 0 && fail_next[k] {
+                    let outcome = if raw.slot() != 0 && fail_next[k] {
                         Outcome::Failure
                     } else {
                         Outcome::Success
                     };
-                    if raw.slot != 0 {
+                    if raw.slot() != 0 {
                         fail_next[k] = !fail_next[k];
                         in_table.fetch_add(1, Relaxed);
                     }

@@ -275,19 +275,19 @@ pub extern "C" fn bb_admit(
                 let (ledger, ticket) = ledger::issue();
                 let mut permit = bb_permit {
                     ticket,
-                    started_ns: raw.started_ns,
+                    started_ns: raw.started_ns(),
                     bank: bank.serial,
                     ledger,
                     dependency: dep,
-                    slot: raw.slot,
-                    generation: raw.generation,
-                    probe: raw.probe,
+                    slot: raw.slot(),
+                    generation: raw.generation(),
+                    probe: raw.is_probe(),
                     check: 0,
                 };
                 permit.check = bank.check_of(&permit);
                 bb_decision {
                     admitted: true,
-                    probe: raw.probe,
+                    probe: permit.probe,
                     reason: bb_reason::BB_REASON_NONE,
                     fallback: bb_fallback_kind::BB_FALLBACK_NONE,
                     retry_after_ns: 0,
@@ -352,15 +352,20 @@ pub extern "C" fn bb_record(
         if !ledger::redeem(permit.ledger, permit.ticket) {
             return Err(Fail::arg("`permit` was already recorded"));
         }
-        d.record_raw(
-            breakerbank::RawPermit {
-                slot: permit.slot,
-                generation: permit.generation,
-                probe: permit.probe,
-                started_ns: permit.started_ns,
-            },
-            outcome,
-        );
+        // SAFETY: not memory safety: `from_parts`' contract that these are
+        // the fields of one permit this dependency issued, recorded once.
+        // The check word (keyed by this bank, over every field) says they
+        // are what `bb_admit` issued; the ledger's redeem above says this
+        // is their one record.
+        let raw = unsafe {
+            breakerbank::RawPermit::from_parts(
+                permit.slot,
+                permit.generation,
+                permit.probe,
+                permit.started_ns,
+            )
+        };
+        d.record_raw(raw, outcome);
         Ok(())
     }
 }

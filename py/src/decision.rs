@@ -66,7 +66,7 @@ impl PyDecision {
         let (probe, reason, retry_after, slot) = match decision {
             breakerbank::Decision::Admitted(permit) => {
                 let raw = permit.into_raw();
-                (raw.probe, None, None, Slot::Pending(raw))
+                (raw.is_probe(), None, None, Slot::Pending(raw))
             }
             breakerbank::Decision::Rejected(r) => {
                 (false, Some(r.reason), r.retry_after, Slot::Rejected)
@@ -95,8 +95,11 @@ impl PyDecision {
     /// raises and changes nothing.
     fn record(&self, outcome: Outcome) -> Result<&'static str, Error> {
         let mut slot = self.lock();
-        match *slot {
-            Slot::Pending(raw) => {
+        match &*slot {
+            Slot::Pending(_) => {
+                let Slot::Pending(raw) = std::mem::replace(&mut *slot, Slot::Rejected) else {
+                    unreachable!("matched Pending just above, under the same lock")
+                };
                 // `record_raw` is lock-free and calls no Python: fine under our lock.
                 let counted = outcome::name(self.dep.record_raw(raw, outcome));
                 *slot = Slot::Recorded(counted);
@@ -150,8 +153,9 @@ impl Drop for PyDecision {
     fn drop(&mut self) {
         // C13: a permit discarded without an outcome is cancelled.
         let slot = self.slot.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Slot::Pending(raw) = *slot {
-            *slot = Slot::Recorded("cancelled");
+        // Not pending (recorded or rejected): nothing to do, and what the
+        // slot then says no longer matters (the decision is gone).
+        if let Slot::Pending(raw) = std::mem::replace(slot, Slot::Recorded("cancelled")) {
             self.dep.record_raw(raw, Outcome::Cancelled);
         }
     }

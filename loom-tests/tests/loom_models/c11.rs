@@ -208,8 +208,9 @@ fn c11_force_open_one_tenant_racing_an_owner_change_is_not_lost() {
             let a_slot = match w.dep.admit(Some(A), None).unwrap() {
                 Decision::Admitted(p) => {
                     let p = p.into_raw();
+                    let slot = p.slot();
                     w.dep.record_raw(p, Outcome::Success);
-                    p.slot
+                    slot
                 }
                 Decision::Rejected(r) => panic!("fresh tenant refused: {:?}", r.reason),
             };
@@ -228,7 +229,7 @@ fn c11_force_open_one_tenant_racing_an_owner_change_is_not_lost() {
                 State::ForcedOpen,
                 "C11 violated: force_open(a) lost; a reads {a_state:?}; a held slot {a_slot}, \
                  b was admitted in slot {} (0: overflow)",
-                b.slot
+                b.slot()
             );
             match w.dep.admit(Some(A), None).unwrap() {
                 Decision::Rejected(r) => assert_eq!(r.reason, RejectReason::ForcedOpen),

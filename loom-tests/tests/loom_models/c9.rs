@@ -51,14 +51,15 @@ fn c9_same_tenant_inserted_twice_shares_one_partition() {
                     })
                 })
                 .collect();
-            let permits: Vec<_> = inserters.into_iter().map(|t| t.join().unwrap()).collect();
+            let mut permits = inserters.into_iter().map(|t| t.join().unwrap());
+            let (first, second) = (permits.next().unwrap(), permits.next().unwrap());
             assert_eq!(
-                (permits[0].slot, permits[0].generation),
-                (permits[1].slot, permits[1].generation),
+                (first.slot(), first.generation()),
+                (second.slot(), second.generation()),
                 "C9 violated: one tenant admitted into two partitions"
             );
-            w.dep.record_raw(permits[0], Outcome::Failure);
-            w.dep.record_raw(permits[1], Outcome::Success);
+            w.dep.record_raw(first, Outcome::Failure);
+            w.dep.record_raw(second, Outcome::Success);
             assert_eq!(w.dep.state(Some(ACME)).unwrap(), State::Open);
             match w.dep.admit(Some(ACME), None).unwrap() {
                 Decision::Rejected(r) => assert_eq!(r.reason, RejectReason::Open),
@@ -196,12 +197,13 @@ fn c9_eviction_racing_admission_never_evicts_open() {
             let dep = w.dep.clone();
             let tenant_a = thread::spawn(move || {
                 let p = admitted(dep.admit(Some(A), None).unwrap(), A);
+                let slot = p.slot();
                 dep.record_raw(p, Outcome::Failure);
-                (p.slot, dep.state(Some(A)).unwrap() == State::Open)
+                (slot, dep.state(Some(A)).unwrap() == State::Open)
             });
             let b_permit = newcomer.join().unwrap();
             let (a_slot, saw_open) = tenant_a.join().unwrap();
-            let b_slot = b_permit.slot;
+            let b_slot = b_permit.slot();
             w.dep.record_raw(b_permit, Outcome::Success);
 
             let open = w.dep.state(Some(A)).unwrap() == State::Open;
@@ -253,7 +255,7 @@ fn c9_eviction_racing_admission_never_evicts_open() {
                         );
                         let p = p.into_raw();
                         if open {
-                            assert_eq!(p.slot, 0, "C9 violated: an open partition was evicted");
+                            assert_eq!(p.slot(), 0, "C9 violated: an open partition was evicted");
                         }
                         w.dep.record_raw(p, Outcome::Success);
                     }
@@ -320,11 +322,11 @@ fn c9_index_hint_racing_recycle_never_admits_the_wrong_tenant() {
             let b = newcomer.join().unwrap();
             let a = tenant_a.join().unwrap();
             assert!(
-                b.slot == 0 || (a.slot, a.generation) != (b.slot, b.generation),
+                b.slot() == 0 || (a.slot(), a.generation()) != (b.slot(), b.generation()),
                 "C9 violated: a admitted into b's partition"
             );
             w.dep.record_raw(a, Outcome::Failure);
-            if b.slot != 0 && w.dep.state(Some("b")).unwrap() == State::Open {
+            if b.slot() != 0 && w.dep.state(Some("b")).unwrap() == State::Open {
                 panic!("C9 violated: b tripped by a's failure");
             }
             w.dep.record_raw(b, Outcome::Success);
@@ -427,6 +429,7 @@ fn late_rate_failure_racing_a_recycle(name: &str, min_calls: u32) {
         let w = World::new(&profile);
         w.dep.force_open(Some(FORCED));
         let p = admitted(w.dep.admit(Some(A), None).unwrap(), A);
+        let (p_slot, p_generation) = (p.slot(), p.generation());
 
         let dep = w.dep.clone();
         let late = thread::spawn(move || {
@@ -435,17 +438,18 @@ fn late_rate_failure_racing_a_recycle(name: &str, min_calls: u32) {
         let dep = w.dep.clone();
         let newcomer = thread::spawn(move || {
             let c = admitted(dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
+            let seen = (c.slot(), c.generation());
             dep.record_raw(c, Outcome::Success);
-            c
+            seen
         });
         late.join().unwrap();
-        let c = newcomer.join().unwrap();
+        let (c_slot, c_generation) = newcomer.join().unwrap();
         assert!(
-            c.slot == 0 || c.slot == p.slot,
+            c_slot == 0 || c_slot == p_slot,
             "model setup: c took slot {}, not a's ({}): the table places tenants \
                  differently now; choose FORCED and RECYCLER again",
-            c.slot,
-            p.slot
+            c_slot,
+            p_slot
         );
 
         let snapshot = w.bank.metrics();
@@ -455,13 +459,13 @@ fn late_rate_failure_racing_a_recycle(name: &str, min_calls: u32) {
         if late_total > 1 {
             violations.push(format!("C13: {late_total} late records for one permit"));
         }
-        if c.slot == 0 {
+        if c_slot == 0 {
             if w.dep.state(Some(A)).unwrap() != State::Open {
                 violations.push("C9: c sent to the overflow, yet a not open".to_string());
             }
         } else {
             match parts.iter().find(|m| m.partition == RECYCLER) {
-                None => violations.push(format!("C9: c admitted in slot {}, not listed", c.slot)),
+                None => violations.push(format!("C9: c admitted in slot {}, not listed", c_slot)),
                 Some(m) => {
                     if m.state != State::Closed {
                         violations.push(format!("C9: c reads {:?} after a's failure", m.state));
@@ -497,10 +501,10 @@ fn late_rate_failure_racing_a_recycle(name: &str, min_calls: u32) {
             violations.is_empty(),
             "violated: {}; a's permit slot {} generation {}, c's slot {} generation {}",
             violations.join("; "),
-            p.slot,
-            p.generation,
-            c.slot,
-            c.generation
+            p_slot,
+            p_generation,
+            c_slot,
+            c_generation
         );
     });
 }
