@@ -207,6 +207,9 @@ fn only_counter_moved(
     let mut moved = 0;
     // Tag `c10-table`: an expired admission inserts or evicts a partition.
     let table_masked = what.starts_with("C10") && masked("c10-table");
+    // Tag `c13-late-owner` (issue 21 item 4, open): a late record of an
+    // evicted tenant is counted in the partition now holding its slot.
+    let owner_masked = what.starts_with("C13") && masked("c13-late-owner");
     for (k, pa) in after {
         let mut pa = pa.clone();
         let Some(pb) = before.get(k) else {
@@ -224,7 +227,7 @@ fn only_counter_moved(
                 "{what}: partition {k:?} appeared with more than the counter: {pa:?}"
             );
             assert!(
-                allowed.contains(k),
+                owner_masked || allowed.contains(k),
                 "{what}: counted in {k:?}, not in {allowed:?}"
             );
             moved += 1;
@@ -238,7 +241,7 @@ fn only_counter_moved(
         );
         if ca != cb {
             assert!(
-                allowed.contains(k),
+                owner_masked || allowed.contains(k),
                 "{what}: counted in {k:?}, not in {allowed:?}"
             );
         }
