@@ -30,13 +30,11 @@ CARGO_FUZZ ?= $(CARGO) +nightly fuzz
 FUZZ_TARGETS := profile bank_ops c_abi
 FUZZ_SECONDS ?= 300
 FUZZ_SHORT_SECONDS ?= 20
-# The short run in `make test` looks past the two defects still open that
-# the targets find in seconds: a late record of an evicted tenant counted
-# in the slot's new owner (issue 21 item 4; its loom models are in `make
-# loom-known`), and reset(t) of a tenant with no partition while
+# The short run in `make test` looks past the defect still open that the
+# targets find in seconds: reset(t) of a tenant with no partition while
 # force_open(None) holds and the table has no room for it (t still reads
 # forced_open). `make fuzz` masks nothing.
-FUZZ_SHORT_MASK ?= c13-late-owner,c11-reset-unseen
+FUZZ_SHORT_MASK ?= c11-reset-unseen
 FUZZ_CORPUS ?= $(CURDIR)/fuzz/corpus
 FUZZ_FLAGS ?= -rss_limit_mb=2048 -timeout=10
 FUZZ_FLAGS_profile := -dict=profile.dict

@@ -11,7 +11,7 @@ use crate::partition::{Owner, Partition, Resolved, Table, Window, GLOBAL, NO_OWN
 use crate::profile::{ConfigError, DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
 use crate::state::word::{Phase, Word, GEN_MASK};
-use crate::sync::{AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
+use crate::sync::{epoch, AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -242,6 +242,14 @@ fn closed_permit(slot: u32, w: Word) -> PermitData {
         probe: false,
         started_ns: NOT_TIMED,
     }
+}
+
+/// A pin for reading or bumping the counters of the partition at `slot`
+/// (see [`Dependency::counters`]): none for slot 0, whose counters are
+/// never replaced.
+#[inline]
+fn pin_for(slot: u32) -> Option<epoch::Guard> {
+    (slot != 0).then(epoch::pin)
 }
 
 /// An outcome as the state machine takes it (before `slow_call` may turn
@@ -838,6 +846,50 @@ impl Dependency {
         self.inner.table.as_ref()?.get(slot)
     }
 
+    /// The counters a count for the owner of the partition at `slot` as
+    /// of `generation` goes to (a generation the caller saw that owner's
+    /// word at, or its permit's): a standalone partition's own at slot 0,
+    /// else that owner's, or none once the slot holds a later owner's (a
+    /// count of an evicted partition reaches no one: C9, C13). `pin` is
+    /// [`pin_for`]`(slot)`.
+    fn counters<'a>(
+        &'a self,
+        slot: u32,
+        part: &'a Partition,
+        generation: u64,
+        pin: &'a Option<epoch::Guard>,
+    ) -> Option<&'a Stats> {
+        if slot == 0 {
+            return Some(part.stats());
+        }
+        let (Some(table), Some(guard)) = (&self.inner.table, pin) else {
+            return None;
+        };
+        let since = table.tenure(slot);
+        if since > generation {
+            return None;
+        }
+        part.owner_stats(since, guard)
+    }
+
+    /// The counters of the partition at `slot` as its current owner has
+    /// them, if it made any (for reading). `pin` as for
+    /// [`Dependency::counters`].
+    fn current_counters<'a>(
+        &'a self,
+        slot: u32,
+        part: &'a Partition,
+        pin: &'a Option<epoch::Guard>,
+    ) -> Option<&'a Stats> {
+        if slot == 0 {
+            return Some(part.stats());
+        }
+        let (Some(table), Some(guard)) = (&self.inner.table, pin) else {
+            return None;
+        };
+        part.owner_stats_if_any(table.tenure(slot), guard)
+    }
+
     fn partition_name(&self, slot: u32, part: &Partition) -> String {
         match self.parts() {
             Parts::Global(_) => GLOBAL.to_string(),
@@ -986,10 +1038,12 @@ impl Dependency {
         let until = p.cell.open_until(w.generation())?;
         let now = self.now_coarse();
         let retry_after = machine::still_open_ns(until, now)?;
-        let stats = p.stats();
-        stats.hot(Hot::Open);
-        if stats.stuck_due(now) {
-            self.check_stuck(slot, p);
+        let pin = pin_for(slot);
+        if let Some(stats) = self.counters(slot, p, w.generation(), &pin) {
+            stats.hot(Hot::Open);
+            if stats.stuck_due(now) {
+                self.check_stuck(slot, p);
+            }
         }
         Some(retry_after)
     }
@@ -1082,10 +1136,13 @@ impl Dependency {
                     return Answer::admitted(raw);
                 }
             }
-            let Some((adm, t, at)) = part
-                .cell
-                .admit(&inner.policy, &*inner.clock, |w| part.owned_by(w, owner))
-            else {
+            // The generation of the word decided on: whose counters a
+            // refusal goes to.
+            let seen = std::cell::Cell::new(owner.generation);
+            let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
+                seen.set(w.generation());
+                part.owned_by(w, owner)
+            }) else {
                 // The slot was recycled under us: resolve the tenant again.
                 target = self.retarget(tenant, &mut lost);
                 continue;
@@ -1111,22 +1168,24 @@ impl Dependency {
                     refusal,
                     retry_after,
                 } => {
-                    let stats = part.stats();
+                    let pin = pin_for(target.slot);
+                    let stats = self.counters(target.slot, part, seen.get(), &pin);
+                    let hot = |kind| stats.inspect(|s| s.hot(kind));
                     let reason = match refusal {
                         Refusal::Open => {
-                            stats.hot(Hot::Open);
+                            hot(Hot::Open);
                             // One load and compare; the announcement is cold.
-                            if at.is_some_and(|now| stats.stuck_due(now)) {
+                            if at.is_some_and(|now| stats.is_some_and(|s| s.stuck_due(now))) {
                                 self.check_stuck(target.slot, part);
                             }
                             RejectReason::Open
                         }
                         Refusal::ProbeBudget => {
-                            stats.hot(Hot::ProbeBudget);
+                            hot(Hot::ProbeBudget);
                             RejectReason::ProbeBudget
                         }
                         Refusal::ForcedOpen => {
-                            stats.hot(Hot::ForcedOpen);
+                            hot(Hot::ForcedOpen);
                             RejectReason::ForcedOpen
                         }
                     };
@@ -1147,12 +1206,17 @@ impl Dependency {
     #[cold]
     fn count_expired(&self, tenant: Option<&str>) {
         let part = match (self.parts(), tenant) {
-            (Parts::Global(p), _) => Some(p),
-            (Parts::Tenant(t, _), Some(name)) => t.lookup(name).map(|r| r.part),
+            (Parts::Global(p), _) => Some((0, p, 0)),
+            (Parts::Tenant(t, _), Some(name)) => {
+                t.lookup(name).map(|r| (r.slot, r.part, r.owner.generation))
+            }
             (Parts::Tenant(..), None) => None,
         };
-        if let Some(p) = part {
-            bump(&p.stats().deadline_expired_total);
+        if let Some((slot, p, generation)) = part {
+            let pin = pin_for(slot);
+            if let Some(stats) = self.counters(slot, p, generation, &pin) {
+                bump(&stats.deadline_expired_total);
+            }
         }
     }
 
@@ -1329,7 +1393,10 @@ impl Dependency {
         if !part.cell.try_replace(w, next) {
             return false;
         }
-        part.stats().hot(Hot::Failure);
+        let pin = pin_for(permit.slot);
+        if let Some(stats) = self.counters(permit.slot, part, permit.generation, &pin) {
+            stats.hot(Hot::Failure);
+        }
         self.touch_failed(permit.slot, part);
         true
     }
@@ -1354,14 +1421,18 @@ impl Dependency {
             verdict,
             trip,
         );
+        let pin = pin_for(permit.slot);
+        let stats = || self.counters(permit.slot, part, permit.generation, &pin);
         match r {
-            // A slot no tenant owns since the permit was issued counts it
-            // with the dependency's overflow partition, which lists it.
-            Recorded::Late if permit.slot != 0 && part.is_free() => {
-                bump(&inner.zero.stats().late_records_total)
-            }
             Recorded::Late => {
-                bump(&part.stats().late_records_total);
+                // A slot that changed owner since the permit was issued
+                // (or has none) counts it with the dependency's overflow
+                // partition, which lists it.
+                bump(
+                    &stats()
+                        .unwrap_or_else(|| inner.zero.stats())
+                        .late_records_total,
+                );
                 // A returned probe slot can leave a closed partition with
                 // none in flight: evictable again.
                 if let (true, Some(table)) = (permit.probe, &inner.table) {
@@ -1370,13 +1441,20 @@ impl Dependency {
             }
             Recorded::Applied | Recorded::Transition(_) => match verdict {
                 Verdict::Failure => {
-                    part.stats().hot(Hot::Failure);
+                    if let Some(s) = stats() {
+                        s.hot(Hot::Failure);
+                    }
                     self.touch_failed(permit.slot, part);
                 }
-                Verdict::Cancelled => bump(&part.stats().cancelled_total),
+                Verdict::Cancelled => {
+                    if let Some(s) = stats() {
+                        bump(&s.cancelled_total);
+                    }
+                }
                 Verdict::Success => {}
             },
         }
+        drop(pin);
         if let Recorded::Transition(t) = r {
             self.on_transition(permit.slot, part, &t, EventKind::Transition);
         }
@@ -1390,8 +1468,11 @@ impl Dependency {
     fn on_transition(&self, slot: u32, part: &Partition, t: &Transition, kind: EventKind) {
         let inner = &*self.inner;
         let now = inner.clock.now();
-        part.stats()
-            .on_transition(t.from, t.to, now, inner.config.recovery_bound, t.generation);
+        let pin = pin_for(slot);
+        if let Some(stats) = self.counters(slot, part, t.generation, &pin) {
+            stats.on_transition(t.from, t.to, now, inner.config.recovery_bound, t.generation);
+        }
+        drop(pin);
         inner.events.emit(|| Event {
             kind,
             dependency: inner.config.name.clone(),
@@ -1401,7 +1482,7 @@ impl Dependency {
             to: Some(State::from_phase(t.to)),
         });
         if t.to == Phase::Open {
-            self.schedule(part);
+            self.schedule(slot, part);
             inner.sweeper.wake();
         }
         if let (Phase::Closed, Some(table)) = (t.to, &inner.table) {
@@ -1412,7 +1493,7 @@ impl Dependency {
     /// Notes when the sweep next has something to do for `part`: the end
     /// of its open period, or its episode's recovery bound if its stuck
     /// alert is still to come.
-    fn schedule(&self, part: &Partition) {
+    fn schedule(&self, slot: u32, part: &Partition) {
         let w = part.cell.load();
         let mut due = u64::MAX;
         if w.phase() == Phase::Open {
@@ -1421,7 +1502,11 @@ impl Dependency {
             }
         }
         if matches!(w.phase(), Phase::Open | Phase::HalfOpen) {
-            if let Some(at) = part.stats_if_any().and_then(|s| s.stuck_pending()) {
+            let pin = pin_for(slot);
+            if let Some(at) = self
+                .current_counters(slot, part, &pin)
+                .and_then(|s| s.stuck_pending())
+            {
                 due = due.min(at);
             }
         }
@@ -1446,7 +1531,7 @@ impl Dependency {
                 self.on_transition(slot, part, &t, EventKind::Transition);
             }
             self.check_stuck(slot, part);
-            self.schedule(part);
+            self.schedule(slot, part);
         };
         match self.parts() {
             Parts::Global(p) => one(0, p),
@@ -1464,7 +1549,8 @@ impl Dependency {
         if !matches!(phase, Phase::Open | Phase::HalfOpen) {
             return None;
         }
-        let stats = part.stats_if_any()?;
+        let pin = pin_for(slot);
+        let stats = self.current_counters(slot, part, &pin)?;
         let start = stats.episode_start()?;
         // Coarse: stuck alerts are about minutes, not microseconds.
         let now = self.now_coarse();
@@ -1641,14 +1727,14 @@ impl Dependency {
         self.operate(tenant, EventKind::ForcedOpen)
     }
 
-    fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String) {
+    fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String, u64) {
         match (self.parts(), tenant) {
-            (Parts::Global(p), _) => (0, p, GLOBAL.to_string()),
+            (Parts::Global(p), _) => (0, p, GLOBAL.to_string(), 0),
             (Parts::Tenant(t, zero), Some(name)) => match t.lookup(name) {
-                Some(r) => (r.slot, r.part, name.to_string()),
-                None => (0, zero, OVERFLOW.to_string()),
+                Some(r) => (r.slot, r.part, name.to_string(), r.owner.generation),
+                None => (0, zero, OVERFLOW.to_string(), 0),
             },
-            (Parts::Tenant(_, zero), None) => (0, zero, OVERFLOW.to_string()),
+            (Parts::Tenant(_, zero), None) => (0, zero, OVERFLOW.to_string(), 0),
         }
     }
 
@@ -1725,8 +1811,14 @@ impl Dependency {
                 })
             }
         };
-        let (_, part, partition) = self.resolve_existing(tenant);
-        let stats = part.stats();
+        let (slot, part, partition, generation) = self.resolve_existing(tenant);
+        let pin = pin_for(slot);
+        let stats = self.counters(slot, part, generation, &pin);
+        let count = |c: fn(&Stats) -> &AtomicU64| {
+            if let Some(s) = stats {
+                bump(c(s));
+            }
+        };
         let unavailable = |code: Option<String>| DependencyUnavailable {
             dependency: inner.config.name.clone(),
             partition: partition.clone(),
@@ -1735,16 +1827,16 @@ impl Dependency {
         };
         match &inner.config.fallback {
             Fallback::Error { code } => {
-                bump(&stats.fallback_error_total);
+                count(|s| &s.fallback_error_total);
                 Err(unavailable(Some(code.clone())))
             }
             Fallback::Degraded => match degraded.and_then(|f| f()) {
                 Some(v) => {
-                    bump(&stats.fallback_degraded_total);
+                    count(|s| &s.fallback_degraded_total);
                     Ok(v)
                 }
                 None => {
-                    bump(&stats.fallback_failures_total);
+                    count(|s| &s.fallback_failures_total);
                     Err(unavailable(None))
                 }
             },
@@ -1756,11 +1848,11 @@ impl Dependency {
                 };
                 match hit {
                     Some(v) => {
-                        bump(&stats.fallback_stale_total);
+                        count(|s| &s.fallback_stale_total);
                         Ok(v)
                     }
                     None => {
-                        bump(&stats.fallback_failures_total);
+                        count(|s| &s.fallback_failures_total);
                         Err(unavailable(None))
                     }
                 }
@@ -1898,7 +1990,7 @@ impl Dependency {
             partitions.push(PartitionMetrics::new(
                 name,
                 self.phase_now(part),
-                part.stats_if_any(),
+                self.current_counters(slot, part, &pin_for(slot)),
                 now,
                 bound,
             ));
@@ -1911,7 +2003,7 @@ impl Dependency {
                 }
                 // Listed once something happened to it (its cold part is
                 // made with it, counters and all).
-                if o.stats_if_any().is_some_and(|s| !s.is_clear()) || o.cell.load() != Word::FRESH {
+                if !o.stats().is_clear() || o.cell.load() != Word::FRESH {
                     push(0, o, OVERFLOW.to_string());
                 }
             }

@@ -25,6 +25,12 @@ macro_rules! counters {
         /// nothing and are read only by snapshots.
         #[derive(Debug)]
         pub(crate) struct Stats {
+            /// The generation its owner's tenure of a tenant slot began at
+            /// (see `Table::tenure`); 0 for a partition outside a table.
+            /// Counters are never handed from one owner to the next: a new
+            /// owner gets a block of its own, so a count racing the
+            /// hand-over can only reach the block of the owner it was for.
+            pub(crate) since: u64,
             $(pub(crate) $name: AtomicU64,)*
             /// Sum of finished trip-to-close episodes, ns.
             pub(crate) open_ns_total: AtomicU64,
@@ -46,6 +52,7 @@ macro_rules! counters {
         impl Default for Stats {
             fn default() -> Self {
                 Self {
+                    since: 0,
                     $($name: AtomicU64::new(0),)*
                     open_ns_total: AtomicU64::new(0),
                     episode_start: AtomicU64::new(NO_EPISODE),
@@ -58,17 +65,13 @@ macro_rules! counters {
         }
 
         impl Stats {
-            /// Back to zero, for a recycled tenant slot. (Stats with owned
-            /// stripes belong to global partitions, which are never recycled:
-            /// a clear racing an owner's load and store could be lost.)
-            pub(crate) fn clear(&self) {
-                debug_assert!(self.owned.is_empty());
-                $(self.$name.store(0, Ordering::Relaxed);)*
-                self.open_ns_total.store(0, Ordering::Relaxed);
-                self.episode_start.store(NO_EPISODE, Ordering::Relaxed);
-                self.stuck_announced.store(NO_EPISODE, Ordering::Relaxed);
-                self.stuck_after.store(NO_EPISODE, Ordering::Relaxed);
-                *self.accounted.lock().unwrap_or_else(PoisonError::into_inner) = 0;
+            /// The counters of a tenant slot's owner whose tenure began at
+            /// generation `since`.
+            pub(crate) fn for_owner(since: u64) -> Self {
+                Self {
+                    since,
+                    ..Self::default()
+                }
             }
 
             /// Whether nothing was ever counted here (nor since a clear).

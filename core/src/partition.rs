@@ -466,7 +466,15 @@ pub(crate) struct Cold {
     /// Table tick of the last admission that found the partition not
     /// idle, for LRU eviction (only such partitions are ranked by it).
     last_used: AtomicU64,
-    stats: Stats,
+    /// The counters. A standalone partition's are made with it and kept
+    /// for its life. A tenant slot's belong to one owner: made by the
+    /// owner's first count, tagged with the generation its tenure began
+    /// at ([`Stats::since`]), replaced by the next owner's first count and
+    /// reclaimed by epoch. A count carries the generation it is for and
+    /// goes only to the block of that generation's owner (see
+    /// [`Partition::owner_stats`]): a count racing a hand-over never
+    /// reaches the new owner's counters (C9, C13).
+    stats: epoch::Atomic<Stats>,
     /// The failure-rate window of a global or overflow partition: one for
     /// the partition's life, cleared when a closed episode starts.
     window: Installed<Window>,
@@ -492,12 +500,19 @@ impl Drop for Cold {
             // SAFETY: unreachable now; nobody else can load it.
             drop(unsafe { p.into_owned() });
         }
+        let p = self
+            .stats
+            .swap(epoch::Shared::null(), Ordering::Acquire, guard);
+        if !p.is_null() {
+            // SAFETY: as above.
+            drop(unsafe { p.into_owned() });
+        }
     }
 }
 
 impl Default for Cold {
     fn default() -> Self {
-        Self::new(Stats::default())
+        Self::new(None)
     }
 }
 
@@ -521,11 +536,11 @@ impl Side for Cold {
 }
 
 impl Cold {
-    fn new(stats: Stats) -> Self {
+    fn new(stats: Option<Stats>) -> Self {
         Self {
             until: Until::default(),
             last_used: AtomicU64::new(0),
-            stats,
+            stats: stats.map_or_else(epoch::Atomic::null, epoch::Atomic::new),
             window: Installed::empty(),
             episodes: epoch::Atomic::null(),
         }
@@ -605,7 +620,7 @@ impl Partition {
     /// one), its cold part made at once: such partitions are shared by
     /// every caller, so nothing is gained by making it later.
     pub(crate) fn standalone(stats: Stats, window: Option<Window>) -> Self {
-        let cold = Cold::new(stats);
+        let cold = Cold::new(Some(stats));
         if let Some(w) = window {
             cold.window_or_install(|| w);
         }
@@ -624,16 +639,92 @@ impl Partition {
         }
     }
 
-    /// The counters, making the cold part on first use.
+    /// A standalone partition's counters (a global or overflow one:
+    /// [`Partition::standalone`]). A tenant slot's are its owner's:
+    /// [`Partition::owner_stats`].
     #[inline]
     pub(crate) fn stats(&self) -> &Stats {
-        &self.cell.side().stats
+        let cold = self.cell.side();
+        // SAFETY: a standalone partition's counters are made with it and
+        // neither replaced nor freed before it, so no reader needs a pin.
+        let guard = unsafe { epoch::unprotected() };
+        // Acquire: see the counters as made.
+        let p = cold.stats.load(Ordering::Acquire, guard);
+        // SAFETY: as above: alive as long as `self`.
+        match unsafe { p.as_ref() } {
+            Some(s) => s,
+            // Not reached for a standalone partition; a tenant slot's
+            // readers ignore a block of `since` 0.
+            None => Self::install_stats(cold, p, 0, guard).unwrap_or_else(|| self.stats()),
+        }
     }
 
-    /// The counters if any were ever made.
-    #[inline]
-    pub(crate) fn stats_if_any(&self) -> Option<&Stats> {
-        self.cell.side_if_any().map(|c| &c.stats)
+    /// The counters of the owner whose tenure of this tenant slot began at
+    /// generation `since` ([`Table::tenure`]), made on its first count:
+    /// `None` once the slot holds a later owner's, for a count of an owner
+    /// gone since, which reaches no one.
+    pub(crate) fn owner_stats<'g>(
+        &'g self,
+        since: u64,
+        guard: &'g epoch::Guard,
+    ) -> Option<&'g Stats> {
+        let cold = self.cell.side();
+        // Acquire: see the counters as made.
+        let mut cur = cold.stats.load(Ordering::Acquire, guard);
+        loop {
+            // SAFETY: a block stays alive while `guard` is held.
+            match unsafe { cur.as_ref() } {
+                Some(s) if s.since == since => return Some(s),
+                Some(s) if s.since > since => return None,
+                _ => {}
+            }
+            match Self::install_stats(cold, cur, since, guard) {
+                Some(s) => return Some(s),
+                // Acquire: see the block that won.
+                None => cur = cold.stats.load(Ordering::Acquire, guard),
+            }
+        }
+    }
+
+    /// Replaces `cur` (null, or an earlier owner's block) by a block for
+    /// the owner of tenure `since`; `None` if the slot's block is no
+    /// longer `cur`.
+    fn install_stats<'g>(
+        cold: &'g Cold,
+        cur: epoch::Shared<'g, Stats>,
+        since: u64,
+        guard: &'g epoch::Guard,
+    ) -> Option<&'g Stats> {
+        let new = epoch::Owned::new(Stats::for_owner(since));
+        // AcqRel: publish the block / see the one replaced.
+        match cold
+            .stats
+            .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire, guard)
+        {
+            Ok(p) => {
+                if !cur.is_null() {
+                    // SAFETY: `cur` is unlinked; pinned readers may still
+                    // hold it, so destruction waits for the epoch.
+                    unsafe { guard.defer_destroy(cur) };
+                }
+                // SAFETY: just installed; alive while `guard` is held.
+                unsafe { p.as_ref() }
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The counters of the owner of tenure `since`, if it made any.
+    pub(crate) fn owner_stats_if_any<'g>(
+        &'g self,
+        since: u64,
+        guard: &'g epoch::Guard,
+    ) -> Option<&'g Stats> {
+        let cold = self.cell.side_if_any()?;
+        // Acquire: see the counters as made.
+        let p = cold.stats.load(Ordering::Acquire, guard);
+        // SAFETY: a block stays alive while `guard` is held.
+        unsafe { p.as_ref() }.filter(|s| s.since == since)
     }
 
     /// The failure-rate window of a global or overflow partition, if the
@@ -721,7 +812,6 @@ impl Partition {
             (None, None) => None,
         };
         if let Some(c) = cold {
-            c.stats.clear();
             if let Some(d) = window {
                 c.install_episode(Window::new_episode(d, generation), &epoch::pin());
             }
@@ -1354,6 +1444,11 @@ pub(crate) struct Table {
     /// Keys the fingerprints that stand for long ids in partitions.
     fingerprints: SipHasher13,
     arena: Arena,
+    /// Per slot (arena index), the generation its current tenure began
+    /// at: the new owner's first word, or the word that freed it. A
+    /// generation older than that is an earlier owner's (see
+    /// [`Table::tenure`]).
+    tenures: Box<[AtomicU64]>,
     /// Tenants the table may hold: as many home lines, twice as many slots.
     capacity: u32,
     /// Tenants holding a slot or about to: at most `capacity`.
@@ -1444,9 +1539,13 @@ impl Table {
     pub(crate) fn footprint(capacity: u32) -> u64 {
         let arena = Arena::layout(2 * capacity as usize).map_or(u64::MAX, |l| l.size() as u64);
         let index = (Index::buckets_for(capacity) * std::mem::size_of::<Bucket>()) as u64;
+        let tenures = 2 * capacity as u64 * std::mem::size_of::<AtomicU64>() as u64;
         let shard = std::mem::size_of::<epoch::Atomic<Shard>>() + std::mem::size_of::<Shard>();
         let shards = (Self::shards_for(capacity) * shard) as u64;
-        arena.saturating_add(index).saturating_add(shards)
+        arena
+            .saturating_add(index)
+            .saturating_add(tenures)
+            .saturating_add(shards)
     }
 
     /// A table of `capacity` tenants. Every up-front allocation is
@@ -1454,6 +1553,13 @@ impl Table {
     pub(crate) fn try_new(capacity: u32, window: Option<Duration>) -> Result<Self, OutOfMemory> {
         let index = Index::try_new(capacity)?;
         let arena = Arena::try_new(2 * capacity as usize)?;
+        let mut tenures = Vec::new();
+        tenures
+            .try_reserve_exact(arena.slots)
+            .map_err(|_| OutOfMemory {
+                bytes: arena.slots * std::mem::size_of::<AtomicU64>(),
+            })?;
+        tenures.extend((0..arena.slots).map(|_| AtomicU64::new(0)));
         let shards_wanted = Self::shards_for(capacity);
         let shard_bits = shards_wanted.trailing_zeros();
         // Boxes first: an `epoch::Atomic` does not free what it points to,
@@ -1487,6 +1593,7 @@ impl Table {
             hasher: TableHasher::default(),
             fingerprints: fingerprint_keys(),
             arena,
+            tenures: tenures.into_boxed_slice(),
             capacity,
             live: AtomicU32::new(0),
             window,
@@ -1641,6 +1748,26 @@ impl Table {
     #[inline]
     pub(crate) fn get(&self, slot: u32) -> Option<&Partition> {
         self.arena.get((slot as usize).checked_sub(1)?)
+    }
+
+    /// The generation the current tenure of `slot` began at: a count or
+    /// record of an older generation is an earlier owner's (C9, C13).
+    /// Written before the word that starts the tenure is, so whoever saw
+    /// a word of the tenure (or holds a permit of it) reads it or later.
+    #[inline]
+    pub(crate) fn tenure(&self, slot: u32) -> u64 {
+        let i = (slot as usize).wrapping_sub(1);
+        // Acquire: see `begin_tenure`.
+        self.tenures.get(i).map_or(0, |t| t.load(Ordering::Acquire))
+    }
+
+    /// Starts a tenure of `slot` at `generation` (a new owner's first word,
+    /// or the word that frees it).
+    fn begin_tenure(&self, slot: u32, generation: u64) {
+        if let Some(t) = self.tenures.get((slot as usize).wrapping_sub(1)) {
+            // Release: before the word of the tenure (see `tenure`).
+            t.fetch_max(generation, Ordering::Release);
+        }
     }
 
     /// The arena index of the tenant's preferred slot in each of its two
@@ -1873,6 +2000,7 @@ impl Table {
             // Vacant, then pending, then the tenant's first word: two
             // generations on from the held word.
             let generation = part.cell.load().generation() + 2;
+            self.begin_tenure(slot, generation);
             part.set_owner(key, tick, self.window, generation);
             // Pending until published: a lookup that finds the slot at
             // home or through the index does not take it for the tenant's
@@ -2006,7 +2134,8 @@ impl Table {
     fn release(&self, slot: u32, room: bool) {
         if let Some(part) = self.get(slot) {
             part.set_key(NO_KEY);
-            part.cell.hand_over(Phase::Closed);
+            let free = part.cell.hand_over(Phase::Closed);
+            self.begin_tenure(slot, free.generation());
         }
         if room {
             // Relaxed: a count; see `alloc_slot`.
@@ -2635,12 +2764,13 @@ mod tests {
             let t = Table::new(n, None);
             let held = t.arena.slots * std::mem::size_of::<Partition>()
                 + std::mem::size_of_val(&*t.index.cells)
+                + std::mem::size_of_val(&*t.tenures)
                 + t.shards.len()
                     * (std::mem::size_of::<epoch::Atomic<Shard>>() + std::mem::size_of::<Shard>());
             assert_eq!(Table::footprint(n), held as u64, "{n} tenants");
         }
         let most = Table::footprint(crate::profile::MAX_MAX_TENANTS);
-        assert!(most < 70_000_000, "{most} bytes for the largest table");
+        assert!(most < 90_000_000, "{most} bytes for the largest table");
     }
 
     #[test]

@@ -109,10 +109,11 @@ pub struct DependencyConfig {
     pub recovery_bound: Duration,
     /// Bound on tenant partitions (tenant isolation only), at most
     /// [`MAX_MAX_TENANTS`]. The table's slots (64 bytes a tenant, two of
-    /// 32) and index (2 bytes a tenant) are allocated and zeroed when the
-    /// bank is made, so the bound costs memory from the start, tenants or
-    /// not, and counts against the profile's `memory_limit`; a full table
-    /// of healthy tenants costs about 122 bytes a tenant all told.
+    /// 32), the generation each slot's tenure began at (16 bytes a
+    /// tenant) and index (2 bytes a tenant) are allocated when the bank is
+    /// made, so the bound costs memory from the start, tenants or not, and
+    /// counts against the profile's `memory_limit`; a full table of
+    /// healthy tenants costs about 138 bytes a tenant all told.
     pub max_tenants: u32,
 }
 

@@ -435,12 +435,12 @@ fn c9_partitions_needing_more_than_memory_limit_are_rejected_naming_the_dependen
 
 #[test]
 fn c9_the_default_memory_limit_is_one_gib() {
-    // A table of 1,000,000 tenants takes about 67 MB: fifteen fit in
-    // 1 GiB, seventeen do not.
-    Profile::from_yaml(&many_dependencies("", 15, 1_000_000)).expect("within 1 GiB");
-    let err = Profile::from_yaml(&many_dependencies("", 17, 1_000_000))
+    // A table of 1,000,000 tenants takes about 83 MB: twelve fit in
+    // 1 GiB, thirteen do not.
+    Profile::from_yaml(&many_dependencies("", 12, 1_000_000)).expect("within 1 GiB");
+    let err = Profile::from_yaml(&many_dependencies("", 13, 1_000_000))
         .expect_err("over the default 1 GiB");
     assert!(err.to_string().contains("memory_limit"), "{err}");
-    Profile::from_yaml(&many_dependencies("memory_limit: 2GiB\n", 17, 1_000_000))
+    Profile::from_yaml(&many_dependencies("memory_limit: 2GiB\n", 13, 1_000_000))
         .expect("within 2 GiB");
 }

@@ -343,3 +343,57 @@ fn c11_reset_of_an_unseen_tenant_after_force_open_of_all_closes_it() {
         "others stay isolated"
     );
 }
+
+/// The overflow partition's metrics, if it is listed.
+fn overflow_metrics(bank: &Bank) -> Option<breakerbank::PartitionMetrics> {
+    bank.metrics().dependencies[0]
+        .partitions
+        .iter()
+        .find(|p| p.partition == "<overflow>")
+        .cloned()
+}
+
+#[test]
+fn c13_c9_a_late_record_of_an_evicted_tenant_counts_with_the_dependency_never_the_new_owner() {
+    // Two tenants' room, one of them forced open: the newcomer evicts a,
+    // and takes a's very slot whenever its homes are the forced tenant's
+    // line (about one round in eight, by the table's random hash keys).
+    for trip in [
+        "{consecutive_failures: 3}",
+        "{failure_rate: 0.5, min_calls: 3, window: 60s}",
+    ] {
+        for outcome in [Outcome::Failure, Outcome::Success, Outcome::Cancelled] {
+            for round in 0..96 {
+                let p = profile(
+                    "payments_client",
+                    "tenant",
+                    trip,
+                    "{probe_budget: 1, success_threshold: 1}",
+                    "{kind: error, code: X}",
+                    "max_tenants: 2",
+                );
+                let bank = Bank::with_clock(p, ManualClock::new());
+                let dep = bank.dependency("payments_client").unwrap();
+                let f = format!("f{round}");
+                admitted(dep.admit(Some(&f), None).unwrap()).record(Outcome::Success);
+                dep.force_open(Some(&f));
+                let held = admitted(dep.admit(Some("a"), None).unwrap());
+                let c = format!("c{round}");
+                admitted(dep.admit(Some(&c), None).unwrap()).record(Outcome::Success);
+                let mut want = vec![c.clone(), f.clone()];
+                want.sort();
+                assert_eq!(partitions(&bank), want, "{trip}: a was evicted");
+                held.record(outcome);
+                let m = bank.metrics().dependencies[0].partitions.clone();
+                let mc = m.iter().find(|p| p.partition == c).expect("c listed");
+                assert_eq!(
+                    (mc.late_records_total, mc.failures_total, mc.cancelled_total),
+                    (0, 0, 0),
+                    "{trip}, {outcome:?}, round {round}: a's late record reached {c}: {mc:?}"
+                );
+                let o = overflow_metrics(&bank).expect("the overflow lists the late record");
+                assert_eq!(o.late_records_total, 1, "{trip}, {outcome:?}: {o:?}");
+            }
+        }
+    }
+}
