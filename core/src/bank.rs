@@ -544,6 +544,11 @@ pub(crate) struct DepInner {
     /// overflow. Inline and found without a branch on the isolation, so
     /// the healthy global path is loads from one block.
     zero: CachePadded<Partition>,
+    /// Slot 0's counters, for its life (a tenant slot's are its owner's:
+    /// see [`Dependency::counters`]). A global partition's count its
+    /// refusals in per-thread stripes: every caller meets the same open
+    /// breaker.
+    zero_stats: Stats,
     /// The tenant partitions (slots 1…), for tenant isolation.
     table: Option<Table>,
     stale: Option<StaleCache>,
@@ -681,12 +686,11 @@ impl Dependency {
         // (an overflow one by every tenant that finds no room) and never
         // recycled, so it keeps per-thread copies.
         let zero_window = window.map(|w| Window::new(w, crate::partition::window_stripes()));
-        let (zero, table) = match config.isolation {
-            // Every caller meets the same open breaker: refusals are
-            // counted in per-thread stripes.
-            Isolation::Global => (Partition::standalone(Stats::striped(), zero_window), None),
+        let (zero, zero_stats, table) = match config.isolation {
+            Isolation::Global => (Partition::standalone(zero_window), Stats::striped(), None),
             Isolation::Tenant => (
-                Partition::standalone(Stats::default(), zero_window),
+                Partition::standalone(zero_window),
+                Stats::default(),
                 Some(Table::try_new(config.max_tenants, window).map_err(|e| {
                     ConfigError::one(format!(
                         "dependency `{}`: cannot allocate the partition table of its `max_tenants: {}` ({e}); lower `max_tenants` or give the process more memory",
@@ -716,6 +720,7 @@ impl Dependency {
                 mono: clock.as_monotonic().copied(),
                 clock,
                 zero: CachePadded::new(zero),
+                zero_stats,
                 table,
                 stale,
                 events,
@@ -860,7 +865,7 @@ impl Dependency {
         pin: &'a Option<epoch::Guard>,
     ) -> Option<&'a Stats> {
         if slot == 0 {
-            return Some(part.stats());
+            return Some(&self.inner.zero_stats);
         }
         let (Some(table), Some(guard)) = (&self.inner.table, pin) else {
             return None;
@@ -882,7 +887,7 @@ impl Dependency {
         pin: &'a Option<epoch::Guard>,
     ) -> Option<&'a Stats> {
         if slot == 0 {
-            return Some(part.stats());
+            return Some(&self.inner.zero_stats);
         }
         let (Some(table), Some(guard)) = (&self.inner.table, pin) else {
             return None;
@@ -1102,7 +1107,7 @@ impl Dependency {
         let mut lost = 0u32;
         loop {
             if target.overflow {
-                let stats = target.part.stats();
+                let stats = &inner.zero_stats;
                 bump(&stats.partition_overflow_total);
                 if let (Some(name), Some(t)) = (tenant, &inner.table) {
                     if t.is_forced(name) {
@@ -1370,7 +1375,7 @@ impl Dependency {
             };
             let _ = self.apply(permit, part, verdict, true);
         } else if failed {
-            part.stats().hot(Hot::Failure);
+            inner.zero_stats.hot(Hot::Failure);
         }
         true
     }
@@ -1428,11 +1433,7 @@ impl Dependency {
                 // A slot that changed owner since the permit was issued
                 // (or has none) counts it with the dependency's overflow
                 // partition, which lists it.
-                bump(
-                    &stats()
-                        .unwrap_or_else(|| inner.zero.stats())
-                        .late_records_total,
-                );
+                bump(&stats().unwrap_or(&inner.zero_stats).late_records_total);
                 // A returned probe slot can leave a closed partition with
                 // none in flight: evictable again.
                 if let (true, Some(table)) = (permit.probe, &inner.table) {
@@ -2003,7 +2004,7 @@ impl Dependency {
                 }
                 // Listed once something happened to it (its cold part is
                 // made with it, counters and all).
-                if !o.stats().is_clear() || o.cell.load() != Word::FRESH {
+                if !inner.zero_stats.is_clear() || o.cell.load() != Word::FRESH {
                     push(0, o, OVERFLOW.to_string());
                 }
             }

@@ -466,9 +466,9 @@ pub(crate) struct Cold {
     /// Table tick of the last admission that found the partition not
     /// idle, for LRU eviction (only such partitions are ranked by it).
     last_used: AtomicU64,
-    /// The counters. A standalone partition's are made with it and kept
-    /// for its life. A tenant slot's belong to one owner: made by the
-    /// owner's first count, tagged with the generation its tenure began
+    /// A tenant slot's counters (a standalone partition's are its
+    /// dependency's: `Dependency::counters`). They belong to one owner:
+    /// made by the owner's first count, tagged with the generation its tenure began
     /// at ([`Stats::since`]), replaced by the next owner's first count and
     /// reclaimed by epoch. A count carries the generation it is for and
     /// goes only to the block of that generation's owner (see
@@ -512,7 +512,7 @@ impl Drop for Cold {
 
 impl Default for Cold {
     fn default() -> Self {
-        Self::new(None)
+        Self::new()
     }
 }
 
@@ -536,11 +536,11 @@ impl Side for Cold {
 }
 
 impl Cold {
-    fn new(stats: Option<Stats>) -> Self {
+    fn new() -> Self {
         Self {
             until: Until::default(),
             last_used: AtomicU64::new(0),
-            stats: stats.map_or_else(epoch::Atomic::null, epoch::Atomic::new),
+            stats: epoch::Atomic::null(),
             window: Installed::empty(),
             episodes: epoch::Atomic::null(),
         }
@@ -619,8 +619,8 @@ impl Partition {
     /// A partition outside any table (a dependency's global or overflow
     /// one), its cold part made at once: such partitions are shared by
     /// every caller, so nothing is gained by making it later.
-    pub(crate) fn standalone(stats: Stats, window: Option<Window>) -> Self {
-        let cold = Cold::new(Some(stats));
+    pub(crate) fn standalone(window: Option<Window>) -> Self {
+        let cold = Cold::new();
         if let Some(w) = window {
             cold.window_or_install(|| w);
         }
@@ -636,26 +636,6 @@ impl Partition {
         Self {
             cell: Cell::new(Word::FRESH),
             key: [AtomicU64::new(0), AtomicU64::new(0)],
-        }
-    }
-
-    /// A standalone partition's counters (a global or overflow one:
-    /// [`Partition::standalone`]). A tenant slot's are its owner's:
-    /// [`Partition::owner_stats`].
-    #[inline]
-    pub(crate) fn stats(&self) -> &Stats {
-        let cold = self.cell.side();
-        // SAFETY: a standalone partition's counters are made with it and
-        // neither replaced nor freed before it, so no reader needs a pin.
-        let guard = unsafe { epoch::unprotected() };
-        // Acquire: see the counters as made.
-        let p = cold.stats.load(Ordering::Acquire, guard);
-        // SAFETY: as above: alive as long as `self`.
-        match unsafe { p.as_ref() } {
-            Some(s) => s,
-            // Not reached for a standalone partition; a tenant slot's
-            // readers ignore a block of `since` 0.
-            None => Self::install_stats(cold, p, 0, guard).unwrap_or_else(|| self.stats()),
         }
     }
 

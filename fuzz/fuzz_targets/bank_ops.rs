@@ -208,9 +208,6 @@ fn only_counter_moved(
     let mut moved = 0;
     // Tag `c10-table`: an expired admission inserts or evicts a partition.
     let table_masked = what.starts_with("C10") && masked("c10-table");
-    // Tag `c13-late-owner` (issue 21 item 4, open): a late record of an
-    // evicted tenant is counted in the partition now holding its slot.
-    let owner_masked = what.starts_with("C13") && masked("c13-late-owner");
     for (k, pa) in after {
         let mut pa = pa.clone();
         let Some(pb) = before.get(k) else {
@@ -228,7 +225,7 @@ fn only_counter_moved(
                 "{what}: partition {k:?} appeared with more than the counter: {pa:?}"
             );
             assert!(
-                owner_masked || allowed.contains(k),
+                allowed.contains(k),
                 "{what}: counted in {k:?}, not in {allowed:?}"
             );
             moved += 1;
@@ -242,7 +239,7 @@ fn only_counter_moved(
         );
         if ca != cb {
             assert!(
-                owner_masked || allowed.contains(k),
+                allowed.contains(k),
                 "{what}: counted in {k:?}, not in {allowed:?}"
             );
         }
@@ -727,7 +724,59 @@ impl<'a> Harness<'a> {
                 }
             }
         }
+        self.read_paths(&after);
         self.metrics = after;
+    }
+
+    /// C14, the read paths apart from admissions: `state()` and the
+    /// metrics report the state an admission would find now. A partition
+    /// whose open period has ended reads half-open in both, never open;
+    /// one still in its period reads open; and `state()` of a tenant with
+    /// a partition of its own (or of a global dependency) reads what the
+    /// metrics list for that partition.
+    fn read_paths(&self, after: &BTreeMap<Key, PartitionMetrics>) {
+        let now = self.clock.now();
+        for (k, pm) in after {
+            let Some(until) = self.parts.get(k).and_then(|m| m.open_until) else {
+                continue;
+            };
+            if now >= until {
+                assert_ne!(
+                    pm.state,
+                    State::Open,
+                    "C14: the metrics read {k:?} open at {now:?}, its open period ended at {until:?}"
+                );
+            } else {
+                assert!(
+                    matches!(pm.state, State::Open | State::ForcedOpen),
+                    "C14: the metrics read {k:?} {:?} at {now:?}, inside its open period (until {until:?})",
+                    pm.state
+                );
+            }
+        }
+        for (i, d) in self.deps.iter().enumerate() {
+            let scoped = d.config().isolation != Isolation::Global;
+            let tenants: Vec<Option<&str>> = if scoped {
+                TENANTS.iter().map(|t| Some(*t)).collect()
+            } else {
+                vec![None]
+            };
+            for t in tenants {
+                let part = d.partition_of(t);
+                if scoped && t != Some(part.as_str()) {
+                    // Served by the overflow: state() is the tenant's own
+                    // (fresh, or forced), not the shared partition's.
+                    continue;
+                }
+                let listed = state_of(after, &(i, part.clone()));
+                assert_eq!(
+                    d.state(t),
+                    Ok(listed),
+                    "C14: state({t:?}) of {} disagrees with the metrics' {listed:?} for `{part}`",
+                    d.name()
+                );
+            }
+        }
     }
 }
 
