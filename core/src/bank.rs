@@ -905,6 +905,17 @@ impl Dependency {
         }
     }
 
+    /// The name of the partition at `slot` as of `generation`: none once
+    /// the slot's tenure began after it (the owner then is gone).
+    fn partition_name_at(&self, slot: u32, part: &Partition, generation: u64) -> Option<String> {
+        match self.parts() {
+            Parts::Tenant(t, _) if slot != 0 => {
+                t.owner_name(slot, part, generation).map(|k| k.to_string())
+            }
+            _ => Some(self.partition_name(slot, part)),
+        }
+    }
+
     /// Asks to make one call (C7, C10, C12).
     ///
     /// On a closed breaker this is one atomic load (plus the tenant lookup
@@ -1474,13 +1485,19 @@ impl Dependency {
             stats.on_transition(t.from, t.to, now, inner.config.recovery_bound, t.generation);
         }
         drop(pin);
-        inner.events.emit(|| Event {
-            kind,
-            dependency: inner.config.name.clone(),
-            partition: self.partition_name(slot, part),
-            at: now,
-            from: Some(State::from_phase(t.from)),
-            to: Some(State::from_phase(t.to)),
+        // Named after the owner the transition happened to; a partition
+        // evicted before its transition is announced (reset, closed and
+        // taken by a newcomer meanwhile) is not announced: the slot's
+        // name now is another tenant's, or none.
+        inner.events.emit_some(|| {
+            Some(Event {
+                kind,
+                dependency: inner.config.name.clone(),
+                partition: self.partition_name_at(slot, part, t.generation)?,
+                at: now,
+                from: Some(State::from_phase(t.from)),
+                to: Some(State::from_phase(t.to)),
+            })
         });
         if t.to == Phase::Open {
             self.schedule(slot, part);
@@ -1986,26 +2003,32 @@ impl Dependency {
         let inner = &*self.inner;
         let bound = inner.config.recovery_bound;
         let mut partitions = Vec::new();
-        let mut push = |slot: u32, part: &Partition, name: String| {
+        let read = |slot: u32, part: &Partition, name: String| {
             self.check_stuck(slot, part);
-            partitions.push(PartitionMetrics::new(
+            PartitionMetrics::new(
                 name,
                 self.phase_now(part),
                 self.current_counters(slot, part, &pin_for(slot)),
                 now,
                 bound,
-            ));
+            )
         };
         match self.parts() {
-            Parts::Global(p) => push(0, p, GLOBAL.to_string()),
+            Parts::Global(p) => partitions.push(read(0, p, GLOBAL.to_string())),
             Parts::Tenant(t, o) => {
-                for (slot, part, key) in t.live() {
-                    push(slot, part, key.to_string());
+                for (slot, part, key, since) in t.live_tenures() {
+                    let m = read(slot, part, key.to_string());
+                    // A slot that changed owner while it was read is left
+                    // out: what was read may be the new owner's, under the
+                    // old owner's name (the next snapshot lists it).
+                    if t.tenure(slot) == since {
+                        partitions.push(m);
+                    }
                 }
                 // Listed once something happened to it (its cold part is
                 // made with it, counters and all).
                 if !inner.zero_stats.is_clear() || o.cell.load() != Word::FRESH {
-                    push(0, o, OVERFLOW.to_string());
+                    partitions.push(read(0, o, OVERFLOW.to_string()));
                 }
             }
         }

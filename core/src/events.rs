@@ -110,6 +110,17 @@ impl EventBus {
         }
     }
 
+    /// [`EventBus::emit`] for an event that may turn out to be due to no
+    /// one: `make` returns `None` to send nothing.
+    pub(crate) fn emit_some(&self, make: impl FnOnce() -> Option<Event>) {
+        if !self.enabled() {
+            return;
+        }
+        if let Some(e) = make() {
+            self.emit(|| e);
+        }
+    }
+
     /// Waits until what was queued so far has been delivered.
     pub(crate) fn flush(&self, timeout: std::time::Duration) -> bool {
         // Relaxed: see `emit`.

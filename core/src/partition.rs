@@ -2348,6 +2348,23 @@ impl Table {
             .and_then(Entry::id)
     }
 
+    /// [`Table::key_of`] for the owner of `slot` as of `generation`: none
+    /// once the slot's tenure began after it. The tenure is read on both
+    /// sides of the key: a hand-over moves it before writing the new key.
+    pub(crate) fn owner_name(
+        &self,
+        slot: u32,
+        part: &Partition,
+        generation: u64,
+    ) -> Option<StdArc<str>> {
+        let since = self.tenure(slot);
+        if since > generation {
+            return None;
+        }
+        let name = self.key_of(slot, part)?;
+        (self.tenure(slot) == since).then_some(name)
+    }
+
     /// Runs `f` on every tenant partition that is open or half-open (the
     /// sweep's walk: loads only, no names).
     pub(crate) fn for_each_in_episode(&self, mut f: impl FnMut(u32, &Partition)) {
@@ -2362,13 +2379,24 @@ impl Table {
 
     /// Every live tenant partition with its slot and key.
     pub(crate) fn live(&self) -> Vec<(u32, &Partition, StdArc<str>)> {
+        self.live_tenures()
+            .into_iter()
+            .map(|(s, p, name, _)| (s, p, name))
+            .collect()
+    }
+
+    /// [`Table::live`], each with the tenure its name was read in: a
+    /// reader of the partition's state and counters that finds the
+    /// tenure unchanged afterwards read them of the owner named.
+    pub(crate) fn live_tenures(&self) -> Vec<(u32, &Partition, StdArc<str>, u64)> {
         (1..=self.arena.slots as u32)
             .filter_map(|s| {
                 let p = self.get(s)?;
+                let since = self.tenure(s);
                 if p.cell.load().phase().is_held() {
                     return None;
                 }
-                Some((s, p, self.key_of(s, p)?))
+                Some((s, p, self.key_of(s, p)?, since))
             })
             .collect()
     }
