@@ -867,10 +867,7 @@ impl Dependency {
         if slot == 0 {
             return Some(&self.inner.zero_stats);
         }
-        let (Some(table), Some(guard)) = (&self.inner.table, pin) else {
-            return None;
-        };
-        let since = table.tenure(slot);
+        let (since, guard) = self.tenure_pinned(slot, pin)?;
         if since > generation {
             return None;
         }
@@ -889,30 +886,27 @@ impl Dependency {
         if slot == 0 {
             return Some(&self.inner.zero_stats);
         }
-        let (Some(table), Some(guard)) = (&self.inner.table, pin) else {
-            return None;
-        };
-        part.owner_stats_if_any(table.tenure(slot), guard)
+        let (since, guard) = self.tenure_pinned(slot, pin)?;
+        part.owner_stats_if_any(since, guard)
     }
 
-    fn partition_name(&self, slot: u32, part: &Partition) -> String {
-        match self.parts() {
-            Parts::Global(_) => GLOBAL.to_string(),
-            Parts::Tenant(..) if slot == 0 => OVERFLOW.to_string(),
-            Parts::Tenant(t, _) => t
-                .key_of(slot, part)
-                .map_or_else(|| OVERFLOW.to_string(), |k| k.to_string()),
-        }
+    /// The current tenure of tenant slot `slot`, with the guard of `pin`
+    /// to read its owner's counters under.
+    fn tenure_pinned<'a>(
+        &'a self,
+        slot: u32,
+        pin: &'a Option<epoch::Guard>,
+    ) -> Option<(u64, &'a epoch::Guard)> {
+        Some((self.inner.table.as_ref()?.tenure(slot), pin.as_ref()?))
     }
 
     /// The name of the partition at `slot` as of `generation`: none once
     /// the slot's tenure began after it (the owner then is gone).
     fn partition_name_at(&self, slot: u32, part: &Partition, generation: u64) -> Option<String> {
         match self.parts() {
-            Parts::Tenant(t, _) if slot != 0 => {
-                t.owner_name(slot, part, generation).map(|k| k.to_string())
-            }
-            _ => Some(self.partition_name(slot, part)),
+            Parts::Global(_) => Some(GLOBAL.to_string()),
+            Parts::Tenant(..) if slot == 0 => Some(OVERFLOW.to_string()),
+            Parts::Tenant(t, _) => t.owner_name(slot, part, generation).map(|k| k.to_string()),
         }
     }
 
@@ -1577,13 +1571,16 @@ impl Dependency {
             return None;
         }
         if stats.take_stuck_alert(now, inner.config.recovery_bound) {
-            inner.events.emit(|| Event {
-                kind: EventKind::Stuck,
-                dependency: inner.config.name.clone(),
-                partition: self.partition_name(slot, part),
-                at: now,
-                from: None,
-                to: Some(State::from_phase(phase)),
+            // Named after the owner whose counters raised it.
+            inner.events.emit_some(|| {
+                Some(Event {
+                    kind: EventKind::Stuck,
+                    dependency: inner.config.name.clone(),
+                    partition: self.partition_name_at(slot, part, stats.since)?,
+                    at: now,
+                    from: None,
+                    to: Some(State::from_phase(phase)),
+                })
             });
         }
         Some(open_for)
@@ -2039,22 +2036,27 @@ impl Dependency {
     }
 
     fn stuck_list(&self, out: &mut Vec<Stuck>) {
-        let mut check = |slot: u32, part: &Partition| {
-            if let Some(open_for) = self.check_stuck(slot, part) {
+        let mut push = |name: String, open_for: Option<Duration>| {
+            if let Some(open_for) = open_for {
                 out.push(Stuck {
                     dependency: self.inner.config.name.clone(),
-                    partition: self.partition_name(slot, part),
+                    partition: name,
                     open_for,
                 });
             }
         };
         match self.parts() {
-            Parts::Global(p) => check(0, p),
+            Parts::Global(p) => push(GLOBAL.to_string(), self.check_stuck(0, p)),
             Parts::Tenant(t, zero) => {
-                for (slot, part, _) in t.live() {
-                    check(slot, part);
+                for (slot, part, key, since) in t.live_tenures() {
+                    let open_for = self.check_stuck(slot, part);
+                    // As in `snapshot`: a slot that changed owner while it
+                    // was read is left out.
+                    if t.tenure(slot) == since {
+                        push(key.to_string(), open_for);
+                    }
                 }
-                check(0, zero);
+                push(OVERFLOW.to_string(), self.check_stuck(0, zero));
             }
         }
     }

@@ -96,18 +96,7 @@ impl EventBus {
 
     /// Queues an event without blocking.
     pub(crate) fn emit(&self, make: impl FnOnce() -> Event) {
-        if !self.enabled() {
-            return;
-        }
-        if let Some(tx) = self.tx.get() {
-            // Counted before sending so `flush` never sees delivered > queued.
-            // Relaxed: statistics; `flush` only compares them.
-            self.queued.fetch_add(1, Ordering::Relaxed);
-            if tx.try_send(make()).is_err() {
-                self.queued.fetch_sub(1, Ordering::Relaxed);
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.emit_some(|| Some(make()));
     }
 
     /// [`EventBus::emit`] for an event that may turn out to be due to no
@@ -116,8 +105,18 @@ impl EventBus {
         if !self.enabled() {
             return;
         }
-        if let Some(e) = make() {
-            self.emit(|| e);
+        let Some(tx) = self.tx.get() else {
+            return;
+        };
+        let Some(event) = make() else {
+            return;
+        };
+        // Counted before sending so `flush` never sees delivered > queued.
+        // Relaxed: statistics; `flush` only compares them.
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if tx.try_send(event).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -74,7 +74,7 @@ macro_rules! counters {
                 }
             }
 
-            /// Whether nothing was ever counted here (nor since a clear).
+            /// Whether nothing was ever counted here.
             pub(crate) fn is_clear(&self) -> bool {
                 $(self.$name.load(Ordering::Relaxed) == 0 &&)*
                     self.open_ns_total.load(Ordering::Relaxed) == 0

@@ -47,7 +47,8 @@
 //! 2 bytes per `max_tenants`; the cold part is allocated only once
 //! something non-healthy happens to a partition. Shards are rebuilt
 //! compactly on every change, so their size follows the live count.
-//! Measured in `core/tests/memory.rs`: about 122 bytes per healthy
+//! Each slot's tenure (`Table::tenure`) adds 8 bytes a slot.
+//! Measured in `core/tests/memory.rs`: about 138 bytes per healthy
 //! partition with a 12-byte tenant id, all told (table skeleton included);
 //! flat through a flood of 1,000,000 distinct ids into a 10,000-tenant
 //! table.
@@ -468,9 +469,9 @@ pub(crate) struct Cold {
     last_used: AtomicU64,
     /// A tenant slot's counters (a standalone partition's are its
     /// dependency's: `Dependency::counters`). They belong to one owner:
-    /// made by the owner's first count, tagged with the generation its tenure began
-    /// at ([`Stats::since`]), replaced by the next owner's first count and
-    /// reclaimed by epoch. A count carries the generation it is for and
+    /// made by the owner's first count, tagged with the generation its
+    /// tenure began at ([`Stats::since`]), replaced by the next owner's
+    /// first count and reclaimed by epoch. A count carries the generation it is for and
     /// goes only to the block of that generation's owner (see
     /// [`Partition::owner_stats`]): a count racing a hand-over never
     /// reaches the new owner's counters (C9, C13).
@@ -783,8 +784,9 @@ impl Partition {
     }
 
     /// Hands a held slot to a new owner, whose first word will be of
-    /// `generation`: its counters cleared, a fresh window for that closed
-    /// episode if the table keeps windows, then the key words.
+    /// `generation`: a fresh window for that closed episode if the table
+    /// keeps windows, then the key words. (Its counters are its own
+    /// block, made by its first count: see `Cold::stats`.)
     fn set_owner(&self, owner: Key, tick: u64, window: Option<Duration>, generation: u64) {
         let cold = match (self.cell.side_if_any(), window) {
             (Some(c), _) => Some(c),
@@ -2405,7 +2407,7 @@ impl Table {
 /// Bytes of one tenant slot in the arena, which has two a tenant (its map
 /// entry and index cells come on top; the cold part only once something
 /// non-healthy happens). 32 bytes on 64-bit targets; `core/tests/memory.rs`
-/// measures the whole (about 122 bytes a tenant with a 12-byte id).
+/// measures the whole (about 138 bytes a tenant with a 12-byte id).
 pub const PARTITION_BYTES: usize = std::mem::size_of::<Partition>();
 
 // C9's budget: a partition within 128 bytes plus its key, with room for the

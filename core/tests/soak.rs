@@ -56,7 +56,7 @@
 //!   those probes are dropped, exactly `probe_budget` again.
 //! - **Memory stays flat (C9).** The live heap (a counting allocator,
 //!   sampled every 100 ms) in the first and last tenths after a warm-up
-//!   (medians) differ by less than [`RSS_GROWTH_BOUND`];
+//!   (medians) differ by less than [`HEAP_GROWTH_BOUND`];
 //!   the metrics never list more than `max_tenants` partitions plus the
 //!   overflow.
 //!
@@ -108,7 +108,7 @@ const RECOVERY_BOUND_H: u64 = 1000;
 /// The run admits millions of calls into 64 slots per dependency: a leak of
 /// even a few bytes per slot hand-over or per call would pass it within
 /// seconds; allocator arenas and the epoch collector's bags stay below it.
-const RSS_GROWTH_BOUND: u64 = 16 << 20;
+const HEAP_GROWTH_BOUND: u64 = 16 << 20;
 /// Findings kept in full per family (the rest are counted).
 const KEPT: usize = 20;
 
@@ -986,8 +986,8 @@ fn soak() -> Report {
     }
     let cap = Duration::from_secs(RECOVERY_BOUND_H * 3600) * 9 / 10;
     let start = Instant::now();
-    // Resident set samples after the warm-up, every 100 ms.
-    let mut rss_samples: Vec<u64> = Vec::new();
+    // Live heap samples after the warm-up, every 100 ms.
+    let mut heap_samples: Vec<u64> = Vec::new();
     let mut rss_max = 0;
     // The resident set (MiB) at each tenth of the run, for the summary.
     let mut series: Vec<u64> = Vec::new();
@@ -1020,7 +1020,7 @@ fn soak() -> Report {
             if tick % 100 == 0 {
                 let r = rss();
                 if start.elapsed() >= warm_up {
-                    rss_samples.push(live_heap());
+                    heap_samples.push(live_heap());
                 }
                 rss_max = rss_max.max(r);
                 if start.elapsed() >= duration * series.len() as u32 / 10 {
@@ -1067,23 +1067,23 @@ fn soak() -> Report {
         }
     }
 
-    if rss_samples.is_empty() {
-        rss_samples.push(live_heap());
+    if heap_samples.is_empty() {
+        heap_samples.push(live_heap());
     }
-    let tenth = rss_samples.len().div_ceil(10);
+    let tenth = heap_samples.len().div_ceil(10);
     let median = |v: &[u64]| {
         let mut v = v.to_vec();
         v.sort_unstable();
         v[v.len() / 2]
     };
-    let rss_warm = median(&rss_samples[..tenth]);
-    let rss_end = median(&rss_samples[rss_samples.len() - tenth..]);
-    let growth = rss_end.saturating_sub(rss_warm);
-    if growth >= RSS_GROWTH_BOUND {
+    let heap_warm = median(&heap_samples[..tenth]);
+    let heap_end = median(&heap_samples[heap_samples.len() - tenth..]);
+    let growth = heap_end.saturating_sub(heap_warm);
+    if growth >= HEAP_GROWTH_BOUND {
         sh.findings.add(Family::Memory, || {
             format!(
                 "live heap grew by {growth} bytes from the first tenth after the warm-up \
-                 ({rss_warm}, median) to the last ({rss_end}, median); bound {RSS_GROWTH_BOUND}"
+                 ({heap_warm}, median) to the last ({heap_end}, median); bound {HEAP_GROWTH_BOUND}"
             )
         });
     }
@@ -1125,9 +1125,9 @@ fn soak() -> Report {
         g(&st.events),
         bank.events_dropped(),
         g(&st.clock_steps),
-        rss_warm >> 10,
-        rss_end >> 10,
-        (rss_end as i64 - rss_warm as i64) >> 10,
+        heap_warm >> 10,
+        heap_end >> 10,
+        (heap_end as i64 - heap_warm as i64) >> 10,
         rss_max >> 10,
         g(&st.listed_max),
         g(&st.listed_over),
