@@ -1115,7 +1115,7 @@ impl Dependency {
                 let stats = &inner.zero_stats;
                 bump(&stats.partition_overflow_total);
                 if let (Some(name), Some(t)) = (tenant, &inner.table) {
-                    if t.is_forced(name) {
+                    if t.starts_forced(name) {
                         stats.hot(Hot::ForcedOpen);
                         return Answer::rejected(RejectReason::ForcedOpen, None);
                     }
@@ -1595,9 +1595,7 @@ impl Dependency {
             (Parts::Global(p), _) => State::from_phase(self.phase_now(p)),
             (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
                 Some(r) => State::from_phase(self.phase_now(r.part)),
-                None if t.forced_all.load(Ordering::Acquire) || t.is_forced(name) => {
-                    State::ForcedOpen
-                }
+                None if t.starts_forced(name) => State::ForcedOpen,
                 None => State::Closed,
             },
             (Parts::Tenant(..), None) => State::Closed,
@@ -1655,44 +1653,38 @@ impl Dependency {
                     // No room for it: remembered, refused from the overflow
                     // and forced when it gets a partition; never the shared
                     // overflow partition (that would isolate innocent tenants).
-                    t.set_forced(name, true);
+                    t.force_unplaced(name);
                     self.announce(kind, name.to_string());
                     return Ok(());
                 }
                 if apply(target.slot, target.part, target.owner) {
+                    t.forget_override(name);
                     return Ok(());
                 }
             },
             (Parts::Tenant(t, _), Some(name)) => {
-                t.set_forced(name, false);
+                // Recorded first, so that a partition t gets from here on
+                // (an insert racing this reset included, by the fence in
+                // `set_override` and `Table::settle_forced`'s) starts closed.
+                t.reset_one(name);
                 if let Some(r) = t.lookup(name) {
                     // Evicted before the CAS: fresh, which a reset makes.
                     apply(r.slot, r.part, r.owner);
-                } else if t.forced_all.load(Ordering::Acquire) {
-                    // After a dependency-wide force_open a tenant with no
-                    // partition would start forced open: the reset gives
-                    // it one (made forced open) and closes it.
-                    loop {
-                        let target = self.target(Some(name));
-                        if target.overflow || apply(target.slot, target.part, target.owner) {
-                            break;
-                        }
-                    }
                 }
             }
             (Parts::Tenant(t, zero), None) => {
-                if kind == EventKind::Reset {
-                    t.clear_forced();
-                }
-                // SeqCst, and the fence: an insert racing this walk sees
-                // the flag or is seen by the walk (`Table::settle_forced`).
-                t.forced_all
-                    .store(kind == EventKind::ForcedOpen, Ordering::SeqCst);
-                crate::sync::fence(Ordering::SeqCst);
+                // An insert racing this walk sees the new rule or is seen
+                // by the walk (`Table::settle_forced`).
+                t.operate_all(kind == EventKind::ForcedOpen);
                 for (slot, part, _) in t.live() {
                     apply(slot, part, NO_OWNER);
                 }
-                apply(0, zero, NO_OWNER);
+                // `<overflow>` is reset with the rest but never forced: it
+                // also serves tenants reset one by one while the force
+                // holds; the others it refuses by `Table::starts_forced`.
+                if kind == EventKind::Reset {
+                    apply(0, zero, NO_OWNER);
+                }
             }
         }
         Ok(())

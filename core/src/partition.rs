@@ -1452,20 +1452,28 @@ pub(crate) struct Table {
     none_evictable_at: AtomicU64,
     /// Rotates the search for a free slot away from home.
     spare: AtomicUsize,
-    /// `force_open(None)`: tenants first seen afterwards start forced open.
-    pub(crate) forced_all: AtomicBool,
-    /// Tenants forced open one by one while they had no partition (the
-    /// table was full of partitions that cannot be evicted): their calls
-    /// are refused from the overflow, and a partition they get later
-    /// starts forced open, until a reset (C11). Copied on write, read by
-    /// epoch; `forced_count` spares the read while it is empty.
-    forced: epoch::Atomic<ForcedKeys>,
-    forced_count: AtomicUsize,
+    /// `force_open(None)`: tenants with no operator action of their own
+    /// since (see `overrides`) start forced open, and `<overflow>` refuses
+    /// them. The overflow's own word is never forced for it: it also
+    /// serves tenants reset one by one since.
+    forced_all: AtomicBool,
+    /// Each tenant's own operator action since the last dependency-wide
+    /// one, where it outlives the tenant's partition (C9: evicting an idle
+    /// partition loses nothing; C11): `true` for a tenant forced open
+    /// while the table had no room for it (refused from the overflow, its
+    /// later partition starts forced open), `false` for one reset while
+    /// `forced_all` holds (admitted, its later partitions start closed).
+    /// A forced partition is never evicted, so a tenant forced with room
+    /// needs no entry. Copied on write, read by epoch; `override_count`
+    /// spares the read while it is empty.
+    overrides: epoch::Atomic<Overrides>,
+    override_count: AtomicUsize,
 }
 
-/// The key words of tenants forced open one by one (see `Table::forced`).
+/// Tenants' own operator actions, by key words (see `Table::overrides`):
+/// whether the tenant is forced open.
 #[derive(Clone, Default)]
-struct ForcedKeys(hashbrown::HashSet<Key, foldhash::fast::FixedState>);
+struct Overrides(hashbrown::HashMap<Key, bool, foldhash::fast::FixedState>);
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1488,7 +1496,7 @@ impl Drop for Table {
             }
         }
         let p = self
-            .forced
+            .overrides
             .swap(epoch::Shared::null(), Ordering::Acquire, guard);
         if !p.is_null() {
             // SAFETY: as for the shards.
@@ -1585,52 +1593,57 @@ impl Table {
             none_evictable_at: AtomicU64::new(u64::MAX),
             spare: AtomicUsize::new(0),
             forced_all: AtomicBool::new(false),
-            forced: epoch::Atomic::new(ForcedKeys::default()),
-            forced_count: AtomicUsize::new(0),
+            overrides: epoch::Atomic::new(Overrides::default()),
+            override_count: AtomicUsize::new(0),
         })
     }
 
-    /// Whether `tenant` was forced open one by one (see `Table::forced`).
-    pub(crate) fn is_forced(&self, tenant: &str) -> bool {
-        self.key_is_forced(self.key_words(tenant))
+    /// Whether `tenant`, with no partition of its own, is forced open
+    /// (C11): by its own last operator action if it has one since the
+    /// last dependency-wide action, else by that one.
+    pub(crate) fn starts_forced(&self, tenant: &str) -> bool {
+        self.key_starts_forced(self.key_words(tenant))
     }
 
-    fn key_is_forced(&self, key: Key) -> bool {
-        // SeqCst: ordered with `settle_forced`'s fence like `forced_all`.
-        if self.forced_count.load(Ordering::SeqCst) == 0 {
-            return false;
+    fn key_starts_forced(&self, key: Key) -> bool {
+        // SeqCst, both: ordered with `settle_forced`'s fence and with the
+        // stores of the operator paths.
+        let all = self.forced_all.load(Ordering::SeqCst);
+        if self.override_count.load(Ordering::SeqCst) == 0 {
+            return all;
         }
         let guard = epoch::pin();
-        // Acquire: see the set as published.
-        let set = self.forced.load(Ordering::Acquire, &guard);
+        // Acquire: see the map as published.
+        let map = self.overrides.load(Ordering::Acquire, &guard);
         // SAFETY: never null while the table lives (replaced, never
         // cleared, before Drop); the guard keeps this one alive.
-        unsafe { set.deref() }.0.contains(&key)
+        let own = unsafe { map.deref() }.0.get(&key).copied();
+        own.unwrap_or(all)
     }
 
-    /// Marks `tenant` forced open one by one, or unmarks it (`on` false).
-    /// Operator paths only: the set is copied on every change.
-    pub(crate) fn set_forced(&self, tenant: &str, on: bool) {
+    /// Records `tenant`'s own operator action: forced open (`true`) or
+    /// reset (`false`); `None` forgets it. Operator paths only: the map is
+    /// copied on every change.
+    fn set_override(&self, tenant: &str, action: Option<bool>) {
         let key = self.key_words(tenant);
         let guard = epoch::pin();
         loop {
-            // Acquire: see the set we copy.
-            let cur = self.forced.load(Ordering::Acquire, &guard);
-            // SAFETY: see `key_is_forced`.
-            let set = unsafe { cur.deref() };
-            if set.0.contains(&key) == on {
+            // Acquire: see the map we copy.
+            let cur = self.overrides.load(Ordering::Acquire, &guard);
+            // SAFETY: see `key_starts_forced`.
+            let map = unsafe { cur.deref() };
+            if map.0.get(&key).copied() == action {
                 return;
             }
-            let mut next = set.clone();
-            if on {
-                next.0.insert(key);
-            } else {
-                next.0.remove(&key);
-            }
+            let mut next = map.clone();
+            match action {
+                Some(forced) => next.0.insert(key, forced),
+                None => next.0.remove(&key),
+            };
             let n = next.0.len();
-            // AcqRel: publish the new set / see a competing one.
+            // AcqRel: publish the new map / see a competing one.
             if self
-                .forced
+                .overrides
                 .compare_exchange(
                     cur,
                     epoch::Owned::new(next),
@@ -1642,26 +1655,54 @@ impl Table {
             {
                 // SAFETY: `cur` is unlinked; pinned readers may still see it.
                 unsafe { guard.defer_destroy(cur) };
-                // SeqCst: see `key_is_forced`.
-                self.forced_count.store(n, Ordering::SeqCst);
+                // SeqCst: see `key_starts_forced`.
+                self.override_count.store(n, Ordering::SeqCst);
                 crate::sync::fence(Ordering::SeqCst);
                 return;
             }
         }
     }
 
-    /// Forgets every tenant forced one by one (a reset of all).
-    pub(crate) fn clear_forced(&self) {
+    /// `force_open(t)` of a tenant the table has no room for: refused
+    /// from the overflow, forced when it gets a partition, until a reset.
+    pub(crate) fn force_unplaced(&self, tenant: &str) {
+        self.set_override(tenant, Some(true));
+    }
+
+    /// `force_open(t)` applied to t's own partition: a forced partition is
+    /// never evicted, so the word carries it and the tenant needs no entry.
+    pub(crate) fn forget_override(&self, tenant: &str) {
+        self.set_override(tenant, None);
+    }
+
+    /// `reset(t)`, before t's partition (if any) is reset: t starts closed
+    /// from now on, its next partitions included, even while a
+    /// dependency-wide `force_open` holds (C11), and an eviction of its
+    /// idle partition does not undo that (C9).
+    pub(crate) fn reset_one(&self, tenant: &str) {
+        let stays = self.forced_all.load(Ordering::SeqCst).then_some(false);
+        self.set_override(tenant, stays);
+    }
+
+    /// A dependency-wide `force_open` (`true`) or `reset` (`false`): it
+    /// replaces every tenant's own action, then holds for tenants with no
+    /// partition. The caller walks the live partitions after this
+    /// returns (`settle_forced` says why an insert racing the walk is
+    /// never missed).
+    pub(crate) fn operate_all(&self, forced: bool) {
         let guard = epoch::pin();
-        // AcqRel: as in `set_forced`.
-        let old = self.forced.swap(
-            epoch::Owned::new(ForcedKeys::default()),
+        // AcqRel: as in `set_override`.
+        let old = self.overrides.swap(
+            epoch::Owned::new(Overrides::default()),
             Ordering::AcqRel,
             &guard,
         );
         // SAFETY: `old` is unlinked; pinned readers may still see it.
         unsafe { guard.defer_destroy(old) };
-        self.forced_count.store(0, Ordering::SeqCst);
+        self.override_count.store(0, Ordering::SeqCst);
+        // SeqCst, and the fence: see `settle_forced`.
+        self.forced_all.store(forced, Ordering::SeqCst);
+        crate::sync::fence(Ordering::SeqCst);
     }
 
     /// A tenant's hash, as every path computes it.
@@ -1919,7 +1960,7 @@ impl Table {
     /// `pending`: closed, or forced open if it is to be; the word found
     /// if someone else completed it first.
     fn complete(&self, part: &Partition, pending: Word, key: Key) -> Word {
-        let phase = if self.forced_all.load(Ordering::Acquire) || self.key_is_forced(key) {
+        let phase = if self.key_starts_forced(key) {
             Phase::ForcedOpen
         } else {
             Phase::Closed
@@ -2009,7 +2050,7 @@ impl Table {
     }
 
     /// A tenant just published with word `fresh`, made closed or forced
-    /// open after `forced_all` (and the tenant's own entry in `forced`) as
+    /// open after `forced_all` and the tenant's own entry in `overrides` as
     /// the insert read it, brought in line with them as they are now (C11). A dependency-wide `force_open` or
     /// `reset` stores the flag, then (after a `SeqCst` fence) walks the
     /// live partitions; an insert stores its word and publishes it, then
@@ -2021,7 +2062,7 @@ impl Table {
     fn settle_forced(&self, part: &Partition, fresh: Word, key: Key) -> Word {
         crate::sync::fence(Ordering::SeqCst);
         // SeqCst: see above.
-        let want = if self.forced_all.load(Ordering::SeqCst) || self.key_is_forced(key) {
+        let want = if self.key_starts_forced(key) {
             Phase::ForcedOpen
         } else {
             Phase::Closed

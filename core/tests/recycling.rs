@@ -344,6 +344,35 @@ fn c11_reset_of_an_unseen_tenant_after_force_open_of_all_closes_it() {
     );
 }
 
+#[test]
+fn c11_c9_a_tenant_reset_after_force_open_of_all_stays_closed_across_an_eviction() {
+    // One slot. After force_open(None), resetting `hooli` alone closes it;
+    // evicting its idle partition must lose nothing (C9), so when it
+    // comes back it is still the tenant the operator reset, not one
+    // "first seen afterwards".
+    let bank = tenant_bank(3, 1);
+    let dep = bank.dependency("payments_client").unwrap();
+    dep.force_open(None);
+    dep.reset(Some("hooli"));
+    admitted(dep.admit(Some("hooli"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("hooli")), "hooli");
+    // `initech`, reset too, takes the one slot from idle `hooli`.
+    dep.reset(Some("initech"));
+    admitted(dep.admit(Some("initech"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("initech")), "initech");
+    assert_eq!(dep.partition_of(Some("hooli")), "<overflow>", "evicted");
+    assert_eq!(dep.state(Some("hooli")).unwrap(), State::Closed);
+    // Back again (evicting idle `initech`): still closed, still admitted.
+    admitted(dep.admit(Some("hooli"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("hooli")), "hooli");
+    assert_eq!(dep.state(Some("hooli")).unwrap(), State::Closed);
+    assert_eq!(
+        dep.state(Some("other")).unwrap(),
+        State::ForcedOpen,
+        "tenants never reset stay isolated"
+    );
+}
+
 /// The overflow partition's metrics, if it is listed.
 fn overflow_metrics(bank: &Bank) -> Option<breakerbank::PartitionMetrics> {
     bank.metrics().dependencies[0]

@@ -5,8 +5,9 @@
 //! to 3 partitions, so that eviction and overflow happen all the time,
 //! under both trip policies. The reference is one `tests/reference`
 //! breaker per partition the table holds, one for `<overflow>`, the set
-//! of tenants holding partitions, and the tenants forced open one by one
-//! while the table had no room for them (C11: isolated until reset).
+//! of tenants holding partitions, and each tenant's own operator action
+//! since the last dependency-wide one (C11: it outlives the tenant's
+//! partition, C9: an eviction loses nothing).
 //!
 //! What C9 leaves open, the model does not guess: which idle partition
 //! goes; which closed one with counts goes when none is idle ("least
@@ -31,9 +32,6 @@
 //! `partition_of` of every tenant (C14: half-open once the open period has
 //! ended), and each listed partition's state and the counters the
 //! contract fixes.
-//!
-//! One known open defect is left out of the check, narrowly: see
-//! `Run::reset_unplaced` and the ignored test at the end of this file.
 
 #![allow(clippy::disallowed_types)] // proptest's macros expand to std's Arc; the rule is for core's own code
 
@@ -102,17 +100,15 @@ struct Run<'a> {
     tenants: Vec<String>,
     held: BTreeMap<usize, Part>,
     overflow: Breaker,
+    /// `force_open(None)` since the last `reset(None)`: the overflow's
+    /// own breaker is not forced by it, the tenants it serves are.
     forced_all: bool,
-    /// Tenants forced open one by one while the table had no room for
-    /// them: isolated until reset (C11), refused from `<overflow>`, and
-    /// forced open when they get a partition.
-    forced: BTreeSet<usize>,
-    /// Tenants reset one by one while every partition was forced and the
-    /// table had no room: the known open defect `c11-reset-unseen`
-    /// (`c11_reset_of_an_unseen_tenant_while_all_are_forced_and_none_evictable_closes_it`)
-    /// leaves them forced, so their `state()` is not checked until they
-    /// get a partition or a dependency-wide action redefines them.
-    reset_unplaced: BTreeSet<usize>,
+    /// Each tenant's own action since the last dependency-wide one, where
+    /// the tenant has no partition to carry it: forced open (`true`, while
+    /// the table had no room for it) or reset (`false`, while `forced_all`
+    /// held). Isolated or not until the next action (C11), whether it
+    /// is served by `<overflow>` or gets partitions later.
+    own: BTreeMap<usize, bool>,
     next_inc: u64,
     /// Insertions so far: the clock of C9's least-recently-used order.
     /// Recency is told apart only across an insertion (an approximate
@@ -266,8 +262,7 @@ impl<'a> Run<'a> {
         if let (Some(c), true) = (cand, inserted) {
             self.next_inc += 1;
             self.tick += 1;
-            self.reset_unplaced.remove(&c);
-            let b = if self.forced_all || self.forced.contains(&c) {
+            let b = if self.starts_forced(c) {
                 Breaker::forced(self.cfg)
             } else {
                 Breaker::new(self.cfg)
@@ -321,6 +316,7 @@ impl<'a> Run<'a> {
                 self.sync(None, Some(t), false)?;
             }
             let tick = self.tick;
+            let forced = self.starts_forced(t);
             match self.held.get_mut(&t) {
                 Some(p) if held || inserted => {
                     p.last_admit = tick;
@@ -328,8 +324,8 @@ impl<'a> Run<'a> {
                     let (seen, perm) = p.b.admit(now);
                     (seen, perm.map(|(g, probe)| (p.inc, g, probe)))
                 }
-                _ if self.forced.contains(&t) => {
-                    // C11: a tenant forced open one by one stays isolated
+                _ if forced => {
+                    // C11: a tenant forced open, by itself or with all, stays isolated
                     // while `<overflow>` serves it.
                     self.overflow.m.partition_overflow += 1;
                     self.overflow.m.forced_open_rejects += 1;
@@ -456,42 +452,36 @@ impl<'a> Run<'a> {
             Op::Reset(Some(t)) => {
                 let name = self.tenants[t].clone();
                 self.dep.reset(Some(&name));
-                self.forced.remove(&t);
+                // C11: closed from now on, also while a force of all holds,
+                // wherever it is served; asking never makes a partition.
+                if self.forced_all {
+                    self.own.insert(t, false);
+                } else {
+                    self.own.remove(&t);
+                }
                 if let Some(p) = self.held.get_mut(&t) {
                     p.b.reset();
                     p.last_any = tick;
-                    self.sync(None, Some(t), false)?;
-                } else if self.forced_all {
-                    // A tenant first seen after a dependency-wide force
-                    // reads forced open; resetting it alone gives it a
-                    // partition (forced, then closed) when there is room.
-                    if self.sync(Some(t), Some(t), true)? {
-                        self.held.get_mut(&t).expect("inserted").b.reset();
-                    } else {
-                        // No room: the known open defect `c11-reset-unseen`
-                        // leaves it forced (see `reset_unplaced`).
-                        self.reset_unplaced.insert(t);
-                    }
-                } else {
-                    self.sync(None, Some(t), false)?;
                 }
+                self.sync(None, Some(t), false)?;
             }
             Op::ForceOpen(Some(t)) => {
                 let name = self.tenants[t].clone();
                 self.dep.force_open(Some(&name));
-                self.reset_unplaced.remove(&t);
                 if let Some(p) = self.held.get_mut(&t) {
                     p.b.force_open();
                     p.last_any = tick;
+                    self.own.remove(&t);
                     self.sync(None, Some(t), false)?;
                 } else if self.sync(Some(t), Some(t), true)? {
                     self.held.get_mut(&t).expect("inserted").b.force_open();
+                    self.own.remove(&t);
                 } else {
                     // Not placed: the table is full of partitions that hold
                     // an outage, and the shared `<overflow>` must not be
                     // forced for one tenant (C9); `check` sees that it was
                     // not. The tenant alone stays isolated (C11).
-                    self.forced.insert(t);
+                    self.own.insert(t, true);
                 }
             }
             Op::Reset(None) | Op::ForceOpen(None) => {
@@ -502,24 +492,20 @@ impl<'a> Run<'a> {
                     self.dep.reset(None);
                 }
                 self.forced_all = force;
-                self.reset_unplaced.clear();
-                if !force {
-                    self.forced.clear();
-                }
-                for b in self
-                    .held
-                    .values_mut()
-                    .map(|p| &mut p.b)
-                    .chain([&mut self.overflow])
-                {
-                    if force {
-                        b.force_open();
-                    } else {
-                        b.reset();
-                    }
-                }
+                self.own.clear();
                 for p in self.held.values_mut() {
+                    if force {
+                        p.b.force_open();
+                    } else {
+                        p.b.reset();
+                    }
                     p.last_any = tick;
+                }
+                // `<overflow>` is reset with the rest, never forced: it
+                // also serves tenants reset one by one while the force
+                // holds.
+                if !force {
+                    self.overflow.reset();
                 }
                 self.sync(None, None, false)?;
             }
@@ -537,6 +523,13 @@ impl<'a> Run<'a> {
         self.check()
     }
 
+    /// Whether tenant `t`, with no partition, is forced open: by its own
+    /// action if it has one since the last dependency-wide one, else by
+    /// that one (C11).
+    fn starts_forced(&self, t: usize) -> bool {
+        self.own.get(&t).copied().unwrap_or(self.forced_all)
+    }
+
     /// Every tenant's state and serving partition, every listed
     /// partition's state and counters (C9, C14).
     fn check(&self) -> Result<(), TestCaseError> {
@@ -547,13 +540,11 @@ impl<'a> Run<'a> {
                 // API.md: an unseen or evicted tenant reads as a fresh
                 // partition (forced open after a dependency-wide force).
                 // C11: forced open one by one, still isolated.
-                None if self.forced_all || self.forced.contains(&t) => State::ForcedOpen,
+                None if self.starts_forced(t) => State::ForcedOpen,
                 None => State::Closed,
             };
             let got = self.dep.state(Some(name)).expect("valid tenant");
-            if !self.reset_unplaced.contains(&t) {
-                prop_assert_eq!(got, want, "state() of {}", name);
-            }
+            prop_assert_eq!(got, want, "state() of {}", name);
             let serving = if self.held.contains_key(&t) {
                 name.as_str()
             } else {
@@ -618,8 +609,7 @@ fn run(cfg: Cfg, max: usize, n_tenants: usize, ops: Vec<Op>) -> Result<(), TestC
         held: BTreeMap::new(),
         overflow: Breaker::new(cfg),
         forced_all: false,
-        forced: BTreeSet::new(),
-        reset_unplaced: BTreeSet::new(),
+        own: BTreeMap::new(),
         next_inc: 0,
         tick: 0,
         now_ms: 0,
@@ -746,11 +736,11 @@ fn one_slot_bank() -> Bank {
 
 /// C11: `reset` forces one tenant's breaker closed, also a tenant with no
 /// partition while a dependency-wide `force_open` holds and the table has
-/// no room (every partition forced, so none evictable). The model's
-/// shrunk case: `max_tenants: 1`, `[Admit(0), ForceOpen(None),
-/// Reset(Some(1))]`.
+/// no room (every partition forced, so none evictable): it reads closed
+/// and `<overflow>` admits it, while every other tenant, with a partition
+/// or without, stays isolated. The model's shrunk case: `max_tenants: 1`,
+/// `[Admit(0), ForceOpen(None), Reset(Some(1))]`.
 #[test]
-#[ignore = "issue 21: reset of a tenant with no partition while force_open of all holds and no partition is evictable does not take effect (c11-reset-unseen), open"]
 fn c11_reset_of_an_unseen_tenant_while_all_are_forced_and_none_evictable_closes_it() {
     let bank = one_slot_bank();
     let dep = bank.dependency("payments_client").expect("declared");
@@ -775,4 +765,15 @@ fn c11_reset_of_an_unseen_tenant_while_all_are_forced_and_none_evictable_closes_
         State::Closed,
         "the tenant reset reads closed"
     );
+    match dep.admit(Some("t1"), None).expect("valid tenant") {
+        Decision::Admitted(p) => p.record(Outcome::Success),
+        other => panic!("the tenant reset is refused: {other:?}"),
+    }
+    assert_eq!(dep.partition_of(Some("t1")), OVERFLOW, "no room: shared");
+    for other in ["t0", "t2"] {
+        match dep.admit(Some(other), None).expect("valid tenant") {
+            Decision::Rejected(r) => assert_eq!(r.reason, RejectReason::ForcedOpen, "{other}"),
+            Decision::Admitted(_) => panic!("{other}, never reset, was admitted"),
+        }
+    }
 }

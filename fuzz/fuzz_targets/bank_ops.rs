@@ -142,9 +142,6 @@ struct Forced {
     one: BTreeSet<String>,
     /// Tenants reset one by one since the last `force_open(None)`.
     unforced: BTreeSet<String>,
-    /// Tenants whose `force_open(t)` landed on the overflow partition (the
-    /// table had no room), for the `c11-overflow` mask.
-    overflowed: BTreeSet<String>,
 }
 
 impl Forced {
@@ -174,25 +171,6 @@ fn state_of(m: &BTreeMap<Key, PartitionMetrics>, k: &Key) -> State {
 /// room (C9).
 const OVERFLOW: &str = "<overflow>";
 
-/// Known open bugs to look past while triaging others: the tags listed in
-/// `BB_FUZZ_MASK` (comma-separated, empty by default). Every check runs
-/// unmasked in `make fuzz`; `make test`'s short runs mask the defects still
-/// open (`FUZZ_SHORT_MASK` in mk/fuzz.mk), so that they test everything
-/// else.
-fn masked(tag: &str) -> bool {
-    static MASK: OnceLock<Vec<String>> = OnceLock::new();
-    MASK.get_or_init(|| {
-        std::env::var("BB_FUZZ_MASK")
-            .unwrap_or_default()
-            .split(',')
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect()
-    })
-    .iter()
-    .any(|t| t == tag)
-}
-
 /// `after` equals `before` but for one counter, which grows by one (or,
 /// when `exactly` is false, by at most one) in one of the partitions
 /// `allowed`. The overflow partition may appear with that count alone: it
@@ -206,14 +184,9 @@ fn only_counter_moved(
     what: &str,
 ) {
     let mut moved = 0;
-    // Tag `c10-table`: an expired admission inserts or evicts a partition.
-    let table_masked = what.starts_with("C10") && masked("c10-table");
     for (k, pa) in after {
         let mut pa = pa.clone();
         let Some(pb) = before.get(k) else {
-            if table_masked {
-                continue;
-            }
             assert!(
                 k.1 == OVERFLOW && *counter(&mut pa) == 1,
                 "{what}: partition {k:?} appeared: {pa:?}"
@@ -250,7 +223,7 @@ fn only_counter_moved(
     }
     for k in before.keys() {
         assert!(
-            table_masked || after.contains_key(k),
+            after.contains_key(k),
             "{what}: partition {k:?} disappeared"
         );
     }
@@ -291,6 +264,27 @@ impl<'a> Harness<'a> {
             .iter()
             .filter(|h| h.dep == dep && h.part == part && h.permit.is_probe())
             .count() as u32
+    }
+
+    /// `mark_stale` of every partition of `dep` but `spared`.
+    fn mark_stale_but(&mut self, dep: usize, spared: Option<&str>) {
+        let step = self.step_no;
+        for h in &mut self.held {
+            if h.dep == dep && spared != Some(h.part.as_str()) && h.born < step {
+                h.stale = true;
+            }
+        }
+    }
+
+    /// `forget` of every partition of `dep` but `spared`.
+    fn forget_but(&mut self, dep: usize, spared: Option<&str>) {
+        for ((d, p), m) in self.parts.iter_mut() {
+            if *d == dep && spared != Some(p.as_str()) {
+                m.successes = 0;
+                m.open_until = None;
+                m.retrips = 0;
+            }
+        }
     }
 
     /// Marks the permits of a partition (or of every partition of `dep`)
@@ -473,11 +467,6 @@ impl<'a> Harness<'a> {
                     );
                 }
                 let forced = match t {
-                    Some(t)
-                        if masked("c11-overflow") && self.forced[dep].overflowed.contains(t) =>
-                    {
-                        false
-                    }
                     Some(t) => self.forced[dep].expects_forced(t),
                     None => self.forced[dep].all,
                 };
@@ -551,17 +540,12 @@ impl<'a> Harness<'a> {
                 }
                 let f = &mut self.forced[dep];
                 f.one.remove(t);
-                f.overflowed.remove(t);
                 f.unforced.insert(t.to_string());
-                // Tag `c11-reset-unseen`: reset of a tenant not in the table.
-                let unseen = !before.contains_key(&(dep, t.to_string()));
-                if !(unseen && masked("c11-reset-unseen")) {
-                    assert_eq!(
-                        d.state(Some(t)),
-                        Ok(State::Closed),
-                        "C11: `{t}` does not read closed right after reset"
-                    );
-                }
+                assert_eq!(
+                    d.state(Some(t)),
+                    Ok(State::Closed),
+                    "C11: `{t}` does not read closed right after reset"
+                );
             }
             None => {
                 self.mark_stale(dep, None);
@@ -591,26 +575,28 @@ impl<'a> Harness<'a> {
         d.force_open(t);
         match t {
             Some(t) => {
-                // The partition that now serves `t` was forced (a new
-                // generation): its own, or the overflow when the table had
-                // no room for it.
+                // `t`'s own partition was forced (a new generation); with
+                // no room for it, `t` alone is refused from the overflow,
+                // whose word is not touched (C9).
                 let part = d.partition_of(Some(t));
-                self.mark_stale(dep, Some(&part));
-                self.forget(dep, Some(&part));
+                if part != OVERFLOW {
+                    self.mark_stale(dep, Some(&part));
+                    self.forget(dep, Some(&part));
+                }
                 let f = &mut self.forced[dep];
                 f.one.insert(t.to_string());
                 f.unforced.remove(t);
-                if part == OVERFLOW {
-                    f.overflowed.insert(t.to_string());
-                }
             }
             None => {
-                self.mark_stale(dep, None);
-                self.forget(dep, None);
+                // Every partition is forced but a tenant-scoped
+                // dependency's overflow, which also serves tenants reset
+                // one by one while the force holds.
+                let spared = self.tenant_scoped(dep).then_some(OVERFLOW);
+                self.mark_stale_but(dep, spared);
+                self.forget_but(dep, spared);
                 let f = &mut self.forced[dep];
                 f.all = true;
                 f.one.clear();
-                f.overflowed.clear();
                 f.unforced.clear();
             }
         }
@@ -710,10 +696,6 @@ impl<'a> Harness<'a> {
                 continue;
             }
             for t in TENANTS {
-                // Tag `c11-overflow`: a tenant forced while it had no room.
-                if masked("c11-overflow") && f.overflowed.contains(t) {
-                    continue;
-                }
                 if f.expects_forced(t) {
                     assert_eq!(
                         d.state(Some(t)),

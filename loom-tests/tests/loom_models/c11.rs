@@ -185,6 +185,53 @@ fn c11_reset_all_racing_an_insert_never_leaves_the_newcomer_forced() {
     );
 }
 
+/// `reset(Some(t))` of one tenant while a dependency-wide `force_open`
+/// holds (made in setup), racing t's own insert (`max_tenants: 1`, empty
+/// table). The insert may read the force without t's reset and make t
+/// forced open; then the reset's lookup finds t's partition, or the
+/// insert reads t's reset after publishing itself (the fences of
+/// `Table::set_override` and `Table::settle_forced`) and closes it. After
+/// the join t reads closed and is admitted: the reset is never lost to
+/// the race (C11), while a tenant never reset stays forced.
+#[test]
+fn c11_reset_one_tenant_racing_its_insert_under_a_force_of_all_is_not_lost() {
+    let profile = profile(Scope::Tenant { max_tenants: 1 }, 1, 1, 1);
+    explore_bounded(
+        "c11_reset_one_tenant_racing_its_insert_under_a_force_of_all_is_not_lost",
+        1,
+        move || {
+            let w = World::new(&profile);
+            w.dep.force_open(None);
+            let dep = w.dep.clone();
+            let newcomer =
+                thread::spawn(move || admitted_or_forced(dep.admit(Some(NEW), None).unwrap()));
+            let dep = w.dep.clone();
+            let operator = thread::spawn(move || dep.reset(Some(NEW)));
+            let permit = newcomer.join().unwrap();
+            operator.join().unwrap();
+            assert_eq!(
+                w.dep.state(Some(NEW)).unwrap(),
+                State::Closed,
+                "C11 violated: reset(t) racing t's insert left it forced open"
+            );
+            match w.dep.admit(Some(NEW), None).unwrap() {
+                Decision::Admitted(p) => p.record(Outcome::Success),
+                Decision::Rejected(r) => {
+                    panic!("C11 violated: a reset tenant refused: {:?}", r.reason)
+                }
+            }
+            if let Some(p) = permit {
+                w.dep.record_raw(p, Outcome::Success);
+            }
+            assert_eq!(
+                w.dep.state(Some(A)).unwrap(),
+                State::ForcedOpen,
+                "C11 violated: a tenant never reset escaped the force of all"
+            );
+        },
+    );
+}
+
 /// A per-tenant `force_open(Some(a))` racing an owner change of `a`'s
 /// slot. `max_tenants: 1`; setup: `a` holds the only slot, closed and
 /// idle. Concurrently: the operator forces `a` open while new tenant `b`
