@@ -681,6 +681,7 @@ impl Dependency {
             success_threshold: config.success_threshold,
             open_duration: config.open_duration,
             backoff: config.backoff.map(|b| (b.multiplier, b.max)),
+            probe_timeout: config.probe_timeout,
         };
         // The global or overflow partition's window: shared by every caller
         // (an overflow one by every tenant that finds no room) and never
@@ -1149,7 +1150,7 @@ impl Dependency {
             // The generation of the word decided on: whose counters a
             // refusal goes to.
             let seen = std::cell::Cell::new(owner.generation);
-            let Some((adm, t, at)) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
+            let Some(decided) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
                 seen.set(w.generation());
                 part.owned_by(w, owner)
             }) else {
@@ -1157,6 +1158,17 @@ impl Dependency {
                 target = self.retarget(tenant, &mut lost);
                 continue;
             };
+            let (adm, t, at) = (decided.admission, decided.transition, decided.reading);
+            if let Some((probes, generation)) = decided.reclaimed {
+                // C7: probes that outlived `probe_timeout` count as
+                // cancelled, with the owner they were admitted for.
+                let pin = pin_for(target.slot);
+                if let Some(stats) = self.counters(target.slot, part, generation, &pin) {
+                    stats
+                        .cancelled_total
+                        .fetch_add(u64::from(probes), Ordering::Relaxed);
+                }
+            }
             if let Some(t) = t {
                 self.on_transition(target.slot, part, &t, EventKind::Transition);
             }
@@ -1205,6 +1217,8 @@ impl Dependency {
                     target = self.retarget(tenant, &mut lost);
                     continue;
                 }
+                // `Cell::admit` admits again after a reclaim.
+                Admission::Reclaim { .. } => unreachable!("Cell::admit never returns a reclaim"),
             };
         }
     }
@@ -1513,7 +1527,7 @@ impl Dependency {
                 due = until.as_nanos();
             }
         }
-        if matches!(w.phase(), Phase::Open | Phase::HalfOpen) {
+        if matches!(w.phase().seen(), Phase::Open | Phase::HalfOpen) {
             let pin = pin_for(slot);
             if let Some(at) = self
                 .current_counters(slot, part, &pin)
@@ -1613,7 +1627,7 @@ impl Dependency {
             {
                 Phase::HalfOpen
             }
-            (phase, _) => phase,
+            (phase, _) => phase.seen(),
         }
     }
 

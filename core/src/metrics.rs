@@ -299,7 +299,7 @@ impl State {
         match p {
             Phase::Closed | Phase::Vacant | Phase::Pending => State::Closed,
             Phase::Open => State::Open,
-            Phase::HalfOpen => State::HalfOpen,
+            Phase::HalfOpen | Phase::Reclaiming | Phase::Checking => State::HalfOpen,
             Phase::ForcedOpen => State::ForcedOpen,
         }
     }

@@ -54,7 +54,7 @@
 //! table.
 
 use crate::metrics::Stats;
-use crate::state::cell::{Cell, Side, Step, Until};
+use crate::state::cell::{Cell, Probes, Side, Step, Until};
 use crate::state::word::{Phase, Word};
 use crate::sync::{
     epoch, thread_index, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, CachePadded, Installed,
@@ -464,6 +464,9 @@ impl Window {
 #[derive(Debug)]
 pub(crate) struct Cold {
     until: Until,
+    /// When the youngest probe was admitted, and which probe permits hold
+    /// no slot (C7's `probe_timeout`, see `state::cell`).
+    probes: Probes,
     /// Table tick of the last admission that found the partition not
     /// idle, for LRU eviction (only such partitions are ranked by it).
     last_used: AtomicU64,
@@ -522,6 +525,10 @@ impl Side for Cold {
         &self.until
     }
 
+    fn probes(&self) -> &Probes {
+        &self.probes
+    }
+
     fn before_close(&self, generation: u64) {
         if let Some(w) = self.window() {
             w.clear();
@@ -540,6 +547,7 @@ impl Cold {
     fn new() -> Self {
         Self {
             until: Until::default(),
+            probes: Probes::default(),
             last_used: AtomicU64::new(0),
             stats: epoch::Atomic::null(),
             window: Installed::empty(),
@@ -2413,7 +2421,7 @@ impl Table {
     pub(crate) fn for_each_in_episode(&self, mut f: impl FnMut(u32, &Partition)) {
         for s in 1..=self.arena.slots as u32 {
             if let Some(p) = self.get(s) {
-                if matches!(p.cell.load().phase(), Phase::Open | Phase::HalfOpen) {
+                if matches!(p.cell.load().phase().seen(), Phase::Open | Phase::HalfOpen) {
                     f(s, p);
                 }
             }

@@ -107,6 +107,10 @@ pub struct DependencyConfig {
     pub fallback: Fallback,
     /// When a tripped breaker counts as stuck (C15).
     pub recovery_bound: Duration,
+    /// How long a probe may stay unrecorded before it gives its slot back
+    /// and counts as cancelled (C7); the profile's `probe_timeout`,
+    /// `recovery_bound` when it has none.
+    pub probe_timeout: Duration,
     /// Bound on tenant partitions (tenant isolation only), at most
     /// [`MAX_MAX_TENANTS`]. The table's slots (64 bytes a tenant, two of
     /// 32), the generation each slot's tenure began at (16 bytes a
@@ -352,6 +356,7 @@ struct RawDep {
     half_open: Option<RawHalfOpen>,
     fallback: Option<RawFallback>,
     recovery_bound: Option<String>,
+    probe_timeout: Option<String>,
     max_tenants: Option<i64>,
 }
 
@@ -500,6 +505,7 @@ impl Validator<'_> {
             .and_then(|f| self.fallback(f));
         let recovery_bound = self.required("recovery_bound", raw.recovery_bound);
         let recovery_bound = self.duration("recovery_bound", recovery_bound);
+        let probe_timeout = self.duration("probe_timeout", raw.probe_timeout);
         let max_tenants = match (raw.max_tenants, isolation) {
             (Some(_), Some(Isolation::Global)) => {
                 self.bad("max_tenants", "is only allowed with `isolation: tenant`");
@@ -522,6 +528,7 @@ impl Validator<'_> {
             success_threshold: success_threshold?,
             fallback: fallback?,
             recovery_bound: recovery_bound?,
+            probe_timeout: probe_timeout.or(recovery_bound)?,
             max_tenants: max_tenants?,
         })
     }

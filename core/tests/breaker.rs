@@ -212,6 +212,107 @@ fn c7_probe_of_an_earlier_episode_still_holds_its_slot() {
     drop((p, again));
 }
 
+/// A dependency with `probe_timeout: 10s`, half-open (budget `b`,
+/// threshold 1) at the returned clock.
+fn half_open_timed(b: u32) -> (Bank, ManualClock, breakerbank::Dependency) {
+    let (bank, clock, dep) = bank(1, b, 1, "probe_timeout: 10s");
+    fail(&dep, None, 1);
+    clock.advance(SECS30);
+    (bank, clock, dep)
+}
+
+fn partition0(bank: &Bank) -> breakerbank::PartitionMetrics {
+    bank.metrics().dependencies[0].partitions[0].clone()
+}
+
+#[test]
+fn c7_a_probe_never_recorded_gives_its_slot_back_after_probe_timeout() {
+    // A caller that loses its permit (a C caller has no destructor; here
+    // the permit is forgotten) must not wedge the breaker half-open.
+    let (bank, clock, dep) = half_open_timed(1);
+    let lost = admitted(dep.admit(None, None).unwrap());
+    assert!(lost.is_probe());
+    std::mem::forget(lost);
+    clock.advance(Duration::from_millis(9_999));
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget,
+        "within probe_timeout the lost probe still holds its slot"
+    );
+    clock.advance(Duration::from_millis(1));
+    let p = admitted(dep.admit(None, None).unwrap());
+    assert!(p.is_probe(), "the timed-out probe gave its slot back");
+    assert_eq!(partition0(&bank).cancelled_total, 1, "counted as cancelled");
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget,
+        "the new probe holds the one slot"
+    );
+    p.record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+}
+
+#[test]
+fn c7_c13_the_record_of_a_timed_out_probe_is_late_and_frees_no_slot() {
+    for outcome in [Outcome::Success, Outcome::Failure, Outcome::Cancelled] {
+        let (bank, clock, dep) = half_open_timed(2);
+        let old = admitted(dep.admit(None, None).unwrap()).into_raw();
+        let old2 = admitted(dep.admit(None, None).unwrap()).into_raw();
+        clock.advance(Duration::from_secs(10));
+        let p1 = admitted(dep.admit(None, None).unwrap());
+        let p2 = admitted(dep.admit(None, None).unwrap());
+        assert!(p1.is_probe() && p2.is_probe(), "{outcome:?}");
+        let before = partition0(&bank);
+        assert_eq!(before.cancelled_total, 2);
+        dep.record_raw(old, outcome);
+        let m = partition0(&bank);
+        assert_eq!(m.late_records_total, 1, "{outcome:?}: late");
+        assert_eq!(
+            (m.failures_total, m.cancelled_total),
+            (before.failures_total, before.cancelled_total),
+            "{outcome:?}: counted as late only"
+        );
+        assert_eq!(dep.state(None).unwrap(), State::HalfOpen, "{outcome:?}");
+        assert_eq!(
+            rejected(dep.admit(None, None).unwrap()).reason,
+            RejectReason::ProbeBudget,
+            "{outcome:?}: the late record took a current probe's slot"
+        );
+        drop(p1); // cancelled: its slot is free again
+        let p3 = admitted(dep.admit(None, None).unwrap());
+        dep.record_raw(old2, outcome);
+        assert_eq!(
+            rejected(dep.admit(None, None).unwrap()).reason,
+            RejectReason::ProbeBudget,
+            "{outcome:?}: the second late record took a current probe's slot"
+        );
+        drop((p2, p3));
+        let a = admitted(dep.admit(None, None).unwrap());
+        let b = admitted(dep.admit(None, None).unwrap());
+        assert!(a.is_probe() && b.is_probe(), "{outcome:?}: no slot leaked");
+        drop((a, b));
+    }
+}
+
+#[test]
+fn c7_a_live_probe_keeps_its_slot_until_probe_timeout_defaults_to_recovery_bound() {
+    let (bank, clock, dep) = half_open(1, 1);
+    assert_eq!(dep.config().probe_timeout, Duration::from_secs(300));
+    let p = admitted(dep.admit(None, None).unwrap());
+    clock.advance(Duration::from_secs(299));
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget
+    );
+    assert_eq!(partition0(&bank).cancelled_total, 0);
+    clock.advance(Duration::from_secs(1));
+    let q = admitted(dep.admit(None, None).unwrap());
+    p.record(Outcome::Success); // late: closes nothing
+    assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
+    q.record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+}
+
 #[test]
 fn c8_threshold_above_one_needs_that_many_successes() {
     let (_b, _c, dep) = half_open(1, 3);
@@ -464,6 +565,7 @@ fn one_failure_trips() -> breakerbank::state::machine::Policy {
         success_threshold: 1,
         open_duration: SECS30,
         backoff: None,
+        probe_timeout: Duration::from_secs(300),
     }
 }
 
@@ -482,7 +584,7 @@ fn c12_a_slot_past_2_pow_24_generations_still_ends_its_open_period() {
         Verdict::Failure,
         false,
     );
-    let admit = || c.admit(&policy, &clock, |_| true).expect("valid").0;
+    let admit = || c.admit(&policy, &clock, |_| true).expect("valid").admission;
     assert!(matches!(admit(), Admission::Refuse { .. }), "tripped");
     clock.advance(SECS30);
     assert!(

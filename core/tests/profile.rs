@@ -79,6 +79,31 @@ fn default_max_tenants_is_100000() {
     assert_eq!(p.dependencies()[0].max_tenants, 100_000);
 }
 
+#[test]
+fn c7_probe_timeout_defaults_to_recovery_bound_and_must_be_positive() {
+    let p = Profile::from_yaml(GOOD).unwrap();
+    let d = &p.dependencies()[0];
+    assert_eq!(d.probe_timeout, d.recovery_bound);
+    let p = Profile::from_yaml(&GOOD.replacen(
+        "    recovery_bound: 5m\n",
+        "    recovery_bound: 5m\n    probe_timeout: 45s\n",
+        1,
+    ))
+    .unwrap();
+    assert_eq!(p.dependencies()[0].probe_timeout, Duration::from_secs(45));
+    assert_eq!(p.dependencies()[1].probe_timeout, Duration::from_secs(120));
+    rejects(
+        "    recovery_bound: 5m\n",
+        "    recovery_bound: 5m\n    probe_timeout: 0s\n",
+        &["payments_client", "probe_timeout", "positive"],
+    );
+    rejects(
+        "    recovery_bound: 5m\n",
+        "    recovery_bound: 5m\n    probe_timeout: soon\n",
+        &["payments_client", "probe_timeout"],
+    );
+}
+
 /// Replaces `from` (which must occur) in the good profile and expects an
 /// error mentioning every one of `needles`.
 fn rejects(from: &str, to: &str, needles: &[&str]) {

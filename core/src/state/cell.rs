@@ -27,11 +27,39 @@
 //! one line. A reader that finds no side part, or a tag that is not its
 //! word's, sees no open-until and stays open (defensive: with the order
 //! above it does not happen).
+//!
+//! Taking probe slots back (C7's `probe_timeout`). Every probe admission
+//! writes its clock reading into the side part before its CAS, so a
+//! thread that sees a word with `n` probes in flight also sees when the
+//! youngest of them was admitted. When an admission finds the budget
+//! spent and that youngest `probe_timeout` old, the slots are taken back
+//! in three steps, each one CAS, and any thread that meets a word in the
+//! middle does the next step itself before anything else (no one waits
+//! on another). First the word is frozen (`Checking`) in a new
+//! generation `r`: every permit in flight is now of an older one, and no
+//! probe is admitted or returned until the next step. Then the reclaim
+//! is decided on the frozen word: by an admission that reads the stamps
+//! again (every probe the frozen word counts stamped before the CAS that
+//! counted it) and still finds the youngest expired, it goes ahead
+//! (`Reclaiming`, still `r`); by anyone else, or if a probe may be young
+//! (the word the first check read can have come back to the same bits
+//! with a new probe in it), it is given up: half-open in a newer
+//! generation, every slot kept. Last, `r` is written to the side part as
+//! the generation below which probe permits hold no slot (a `fetch_max`:
+//! never lowered), and only then is the word made half-open, in a newer
+//! generation, with no probe in flight. A record reads that generation
+//! after the word it decides on: one that sees a word from after the
+//! reclaim sees `r` too and returns no slot; one that saw a word from
+//! before it may return a slot only by a CAS from that word, which fails
+//! once the word is frozen. No slot is returned twice, none is taken from
+//! a probe younger than `probe_timeout`, none is lost: probes in flight
+//! never exceed the budget.
 
 use super::machine::{self, Admission, Env, Policy, Recorded, Transition, Verdict};
-use super::word::{Phase, Word};
+use super::word::{Phase, Word, GEN_MASK};
 use crate::clock::{Clock, Instant};
 use crate::sync::{spin_hint, AtomicU64, AtomicWord, Installed, Ordering};
+use std::time::Duration;
 
 /// The side word: the generation's low 19 bits over the open-until in
 /// milliseconds (45 bits: 1,115 years, past the 584 of a nanosecond
@@ -44,6 +72,20 @@ const NS_PER_MS: u64 = 1_000_000;
 #[inline(always)]
 const fn tag_of(generation: u64) -> u64 {
     generation & ((1 << (64 - TAG_SHIFT)) - 1)
+}
+
+/// What [`Cell::admit`] decided.
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted {
+    /// The admission.
+    pub admission: Admission,
+    /// The transition it made (open to half-open), if any.
+    pub transition: Option<Transition>,
+    /// The clock reading it used, if it read the clock.
+    pub reading: Option<Instant>,
+    /// Probe slots taken back on the way (C7), and the generation of the
+    /// word they were taken from (whose owner counts them as cancelled).
+    pub reclaimed: Option<(u32, u64)>,
 }
 
 /// What an update closure decides for one observed word.
@@ -60,12 +102,36 @@ pub enum Step<R> {
 #[derive(Debug, Default)]
 pub struct Until(AtomicU64);
 
+/// The probe side words (see the module docs): when the youngest probe
+/// in flight was admitted, and the generation below which probe permits
+/// hold no slot.
+#[derive(Debug, Default)]
+pub struct Probes {
+    /// Clock reading (ns) of the latest probe admission, written before
+    /// its CAS; only ever raised.
+    admitted_ns: AtomicU64,
+    /// Probe permits of a generation below this one hold no slot: their
+    /// slots were taken back. Only ever raised.
+    slotless_below: AtomicU64,
+}
+
+/// A side part with nothing but what every cell needs.
+#[derive(Debug, Default)]
+pub struct Plain {
+    until: Until,
+    probes: Probes,
+}
+
 /// What a cell keeps beside its word, made on first need: at least the
-/// open-until; the owner of the cell may keep more there. `Send + Sync`:
-/// every thread that shares the cell may reach it.
+/// open-until and the probe side words; the owner of the cell may keep
+/// more there. `Send + Sync`: every thread that shares the cell may reach
+/// it.
 pub trait Side: Default + Send + Sync {
     /// The open-until side word.
     fn until(&self) -> &Until;
+
+    /// The probe side words.
+    fn probes(&self) -> &Probes;
 
     /// Called before the CAS that starts a closed episode (a close from
     /// half-open, a reset), while no call of the new episode can have
@@ -76,15 +142,18 @@ pub trait Side: Default + Send + Sync {
     }
 }
 
-impl Side for Until {
+impl Side for Plain {
     fn until(&self) -> &Until {
-        self
+        &self.until
+    }
+    fn probes(&self) -> &Probes {
+        &self.probes
     }
 }
 
 /// One partition's word, and its side part once something needed one.
 #[derive(Debug)]
-pub struct Cell<S: Side = Until> {
+pub struct Cell<S: Side = Plain> {
     word: AtomicWord,
     side: Installed<S>,
 }
@@ -123,6 +192,32 @@ impl<S: Side> Env for CellEnv<'_, S> {
     fn open_until(&self, generation: u64) -> Option<Instant> {
         self.cell.open_until(generation)
     }
+    fn probes_expired(&mut self, timeout: Duration) -> bool {
+        let now = self.now();
+        youngest_expired(self.cell, now, timeout)
+    }
+}
+
+/// What it takes to decide a reclaim (a clock and `probe_timeout`), and
+/// where the decider reports the slots it took back and the generation
+/// of the word it took them from. Only admissions judge: every other path
+/// that meets a frozen word gives the reclaim up, which is always safe.
+#[derive(Clone, Copy)]
+struct Judge<'a> {
+    clock: &'a dyn Clock,
+    timeout: Duration,
+    reclaimed: &'a std::cell::Cell<Option<(u32, u64)>>,
+}
+
+/// Whether the youngest probe admitted on `cell` is `timeout` old at `now`.
+fn youngest_expired<S: Side>(cell: &Cell<S>, now: Instant, timeout: Duration) -> bool {
+    // Acquire: pairs with the stamp written before the CAS of the
+    // youngest probe counted in the word the caller read.
+    let youngest = cell
+        .side_if_any()
+        .map_or(0, |s| s.probes().admitted_ns.load(Ordering::Acquire));
+    let timeout = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+    now.as_nanos().saturating_sub(youngest) >= timeout
 }
 
 impl<S: Side> Cell<S> {
@@ -184,9 +279,21 @@ impl<S: Side> Cell<S> {
         &self,
         mut f: impl FnMut(Word) -> Step<R>,
         until: impl Fn(&R) -> Option<Instant>,
+        judge: Option<Judge<'_>>,
     ) -> R {
         let mut cur = self.load();
         loop {
+            match cur.phase() {
+                Phase::Checking => {
+                    cur = self.decide_reclaim(cur, judge);
+                    continue;
+                }
+                Phase::Reclaiming => {
+                    cur = self.finish_reclaim(cur);
+                    continue;
+                }
+                _ => {}
+            }
             match f(cur) {
                 Step::Keep(r) => return r,
                 Step::Install(next, r) => {
@@ -227,10 +334,68 @@ impl<S: Side> Cell<S> {
         }
     }
 
+    /// The second step of a reclaim (see the module docs), by whichever
+    /// thread meets the frozen word first: decided only by a thread that
+    /// can read the clock (`judge`) and finds every probe the word counts
+    /// `probe_timeout` old, given up by any other. The word found after it.
+    #[cold]
+    fn decide_reclaim(&self, checking: Word, judge: Option<Judge<'_>>) -> Word {
+        // Read after the frozen word: every probe it counts wrote its
+        // stamp before the CAS that counted it.
+        let expired = judge.is_some_and(|j| youngest_expired(self, j.clock.now(), j.timeout));
+        let next = machine::decide_reclaim(checking, expired);
+        // AcqRel: as in `update_with`.
+        match self
+            .word
+            .compare_exchange(checking, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {
+                if let (true, Some(j)) = (expired, judge) {
+                    j.reclaimed
+                        .set(Some((checking.probes(), checking.generation())));
+                }
+                next
+            }
+            Err(seen) => seen,
+        }
+    }
+
+    /// The last step of a reclaim (see the module docs), by whichever
+    /// thread meets the `Reclaiming` word first; the word found after it.
+    #[cold]
+    fn finish_reclaim(&self, reclaiming: Word) -> Word {
+        // AcqRel, before the CAS below: whoever sees the word that CAS
+        // installs (or a later one) sees this generation too.
+        self.side()
+            .probes()
+            .slotless_below
+            .fetch_max(reclaiming.generation(), Ordering::AcqRel);
+        let next = machine::finish_reclaim(reclaiming);
+        // AcqRel: as in `update_with`.
+        match self
+            .word
+            .compare_exchange(reclaiming, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => next,
+            Err(seen) => seen,
+        }
+    }
+
+    /// Whether a probe permit of `generation` still holds its slot: not
+    /// if a reclaim took it back (see the module docs). Read after the
+    /// word it is decided with.
+    fn holds_slot(&self, generation: u64) -> bool {
+        // Acquire: pairs with `finish_reclaim`'s write.
+        let below = self
+            .side_if_any()
+            .map_or(0, |s| s.probes().slotless_below.load(Ordering::Acquire));
+        generation & GEN_MASK >= below
+    }
+
     /// The plain CAS loop, for updates that never trip.
     #[inline]
     pub fn update<R>(&self, f: impl FnMut(Word) -> Step<R>) -> R {
-        self.update_with(f, |_| None)
+        self.update_with(f, |_| None, None)
     }
 
     /// End of the open period of `generation`, if its side word is there.
@@ -275,33 +440,77 @@ impl<S: Side> Cell<S> {
 
     /// Admission; `valid` is re-checked on every observed word (slot
     /// ownership for tenant partitions). Returns `None` when `valid` fails;
-    /// otherwise the admission, its transition, and the clock reading it
-    /// used (if it read the clock).
+    /// otherwise the admission, its transition, the clock reading it used
+    /// (if it read the clock), and the probe slots it took back from
+    /// probes that outlived `probe_timeout` (C7: each counts as
+    /// cancelled), with the generation of the word they were taken from.
     #[inline]
     pub fn admit(
         &self,
         policy: &Policy,
         clock: &dyn Clock,
         valid: impl Fn(Word) -> bool,
-    ) -> Option<(Admission, Option<Transition>, Option<Instant>)> {
+    ) -> Option<Admitted> {
         let mut env = CellEnv {
             cell: self,
             clock,
             now: None,
             coarse: None,
         };
-        let r = self.update(|w| {
-            if !valid(w) {
-                return Step::Keep(None);
-            }
-            match machine::admit(w, policy, &mut env) {
-                (None, a) => Step::Keep(Some((a, None))),
-                (Some(next), a) => {
-                    Step::Install(next, Some((a, machine::admit_transition(w, Some(next)))))
+        let reclaimed = std::cell::Cell::new(None);
+        let judge = Judge {
+            clock,
+            timeout: policy.probe_timeout,
+            reclaimed: &reclaimed,
+        };
+        loop {
+            let r = self.update_with(
+                |w| {
+                    if !valid(w) {
+                        return Step::Keep(None);
+                    }
+                    match machine::admit(w, policy, &mut env) {
+                        (None, a) => Step::Keep(Some((a, None))),
+                        (Some(next), a) => {
+                            if let Admission::Admit { probe: true, .. } = a {
+                                self.stamp_probe(env.now());
+                            }
+                            // A reclaim is no transition: half-open throughout.
+                            let t = match a {
+                                Admission::Reclaim { .. } => None,
+                                _ => machine::admit_transition(w, Some(next)),
+                            };
+                            Step::Install(next, Some((a, t)))
+                        }
+                    }
+                },
+                |_| None,
+                Some(judge),
+            )?;
+            match r {
+                // Frozen: admit again, deciding the reclaim on the way.
+                (Admission::Reclaim { .. }, _) => {}
+                (a, t) => {
+                    return Some(Admitted {
+                        admission: a,
+                        transition: t,
+                        reading: env.reading(),
+                        reclaimed: reclaimed.get(),
+                    })
                 }
             }
-        });
-        r.map(|(a, t)| (a, t, env.reading()))
+        }
+    }
+
+    /// Writes a probe admission's clock reading before its CAS (see the
+    /// module docs).
+    #[cold]
+    fn stamp_probe(&self, now: Instant) {
+        // Release (AcqRel): whoever sees the probe's word sees the stamp.
+        self.side()
+            .probes()
+            .admitted_ns
+            .fetch_max(now.as_nanos(), Ordering::AcqRel);
     }
 
     /// Records an outcome for a permit of `generation`.
@@ -322,14 +531,19 @@ impl<S: Side> Cell<S> {
             coarse: None,
         };
         self.update_with(
-            |w| match machine::record(w, policy, generation, probe, verdict, trip, &mut env) {
-                (None, r) => Step::Keep(r),
-                (Some(next), r) => Step::Install(next, r),
+            |w| {
+                // Read after `w` (see the module docs).
+                let probe = probe && self.holds_slot(generation);
+                match machine::record(w, policy, generation, probe, verdict, trip, &mut env) {
+                    (None, r) => Step::Keep(r),
+                    (Some(next), r) => Step::Install(next, r),
+                }
             },
             |r| match r {
                 Recorded::Transition(t) => t.open_until,
                 _ => None,
             },
+            None,
         )
     }
 
@@ -389,6 +603,7 @@ mod tests {
             success_threshold: 1,
             open_duration: Duration::from_secs(30),
             backoff: None,
+            probe_timeout: Duration::from_secs(300),
         }
     }
 
@@ -427,9 +642,10 @@ mod tests {
                 Some(Instant::from_nanos(30_000_000_000)),
                 "generation {g}"
             );
-            let (a, _, _) = c
+            let a = c
                 .admit(&trip_on_first_failure(), &clock, |_| true)
-                .expect("valid");
+                .expect("valid")
+                .admission;
             assert_eq!(
                 a,
                 Admission::Refuse {
@@ -448,9 +664,10 @@ mod tests {
             clock.advance(Duration::from_secs(years * 365 * 86_400));
             let c: Cell = Cell::default();
             tripped_at(&c, 0, &clock);
-            let (a, _, _) = c
+            let a = c
                 .admit(&trip_on_first_failure(), &clock, |_| true)
-                .expect("valid");
+                .expect("valid")
+                .admission;
             assert_eq!(
                 a,
                 Admission::Refuse {
@@ -460,9 +677,10 @@ mod tests {
                 "{years} years"
             );
             clock.advance(Duration::from_secs(30));
-            let (a, _, _) = c
+            let a = c
                 .admit(&trip_on_first_failure(), &clock, |_| true)
-                .expect("valid");
+                .expect("valid")
+                .admission;
             assert!(matches!(a, Admission::Admit { probe: true, .. }), "{a:?}");
         }
     }
@@ -502,6 +720,7 @@ mod tests {
             success_threshold: 1,
             open_duration: Duration::from_secs(1),
             backoff: None,
+            probe_timeout: Duration::from_secs(300),
         };
         let r = c.record(&p, &clock, 0, false, Verdict::Failure, false);
         assert!(matches!(r, Recorded::Transition(_)));

@@ -23,6 +23,8 @@ pub struct Policy {
     pub open_duration: Duration,
     /// Optional `(multiplier, max)` applied per re-trip from half-open (C6).
     pub backoff: Option<(f64, Duration)>,
+    /// How long a probe may go unrecorded before its slot is taken back (C7).
+    pub probe_timeout: Duration,
 }
 
 impl Policy {
@@ -52,6 +54,12 @@ pub trait Env {
     }
     /// End of the open period of generation `generation`, if already published.
     fn open_until(&self, generation: u64) -> Option<Instant>;
+    /// Whether every probe in flight was admitted at least `timeout` ago
+    /// (C7): asked only when the probe budget is spent.
+    fn probes_expired(&mut self, timeout: Duration) -> bool {
+        let _ = timeout;
+        false
+    }
 }
 
 /// Why an admission was refused by the word.
@@ -84,6 +92,14 @@ pub enum Admission {
     },
     /// The slot is being recycled; look the tenant up again.
     Vacant,
+    /// The budget was spent by probes that all outlived `probe_timeout`:
+    /// the word to install freezes the partition to take their `probes`
+    /// slots back (C7, [`begin_reclaim`]); admit again once it is
+    /// installed.
+    Reclaim {
+        /// Probe slots to take back.
+        probes: u32,
+    },
 }
 
 /// Outcome as the word sees it (slow calls already turned into failures).
@@ -160,7 +176,24 @@ pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Adm
             },
         ),
         Phase::Vacant | Phase::Pending => (None, Admission::Vacant),
-        Phase::HalfOpen => take_probe_within(w, policy, false),
+        Phase::HalfOpen => {
+            if w.probes() >= policy.probe_budget && env.probes_expired(policy.probe_timeout) {
+                return (
+                    Some(begin_reclaim(w)),
+                    Admission::Reclaim { probes: w.probes() },
+                );
+            }
+            take_probe_within(w, policy, false)
+        }
+        // The cell finishes a reclaim before it asks (`Cell::update`);
+        // a word caught in one admits no one meanwhile.
+        Phase::Reclaiming | Phase::Checking => (
+            None,
+            Admission::Refuse {
+                refusal: Refusal::ProbeBudget,
+                retry_after: None,
+            },
+        ),
         Phase::Open => {
             let Some(until) = env.open_until(w.generation()) else {
                 // The trip is being published right now: still open.
@@ -212,6 +245,37 @@ fn take_probe_within(half: Word, policy: &Policy, changed: bool) -> (Option<Word
             probe: true,
         },
     )
+}
+
+/// The first step of taking back the probe slots of a half-open word
+/// (C7): frozen in a new generation (`Checking`), so that the permits of
+/// every probe in flight are of an older one and none is admitted or
+/// returned until the reclaim is decided ([`decide_reclaim`]).
+pub fn begin_reclaim(half: Word) -> Word {
+    half.with_phase(Phase::Checking).next_generation()
+}
+
+/// The second step, on the frozen word: when every probe it counts has
+/// outlived `probe_timeout` (`expired`, judged after the freeze), the
+/// reclaim is decided (`Reclaiming`, same generation); otherwise it is
+/// given up: half-open in a newer generation, every slot kept.
+pub fn decide_reclaim(checking: Word, expired: bool) -> Word {
+    if expired {
+        checking.with_phase(Phase::Reclaiming)
+    } else {
+        checking.with_phase(Phase::HalfOpen).next_generation()
+    }
+}
+
+/// The last step: half-open again, in another new generation, with no
+/// probe in flight, the episode's successes and backoff kept. Probe
+/// permits below the reclaiming word's generation hold no slot from here
+/// on ([`record`]'s `probe` is false for them).
+pub fn finish_reclaim(reclaiming: Word) -> Word {
+    reclaiming
+        .with_phase(Phase::HalfOpen)
+        .next_generation()
+        .with_probes(0)
 }
 
 /// The open-period rule (C6, C12): before `until` a breaker stays open,
@@ -410,6 +474,7 @@ mod tests {
             success_threshold: 2,
             open_duration: Duration::from_secs(30),
             backoff: Some((2.0, Duration::from_secs(100))),
+            probe_timeout: Duration::from_secs(300),
         }
     }
 
@@ -603,6 +668,69 @@ mod tests {
         assert_eq!(p.open_duration_for(1), Duration::from_secs(60));
         assert_eq!(p.open_duration_for(2), Duration::from_secs(100));
         assert_eq!(p.open_duration_for(63), Duration::from_secs(100));
+    }
+
+    /// An env whose youngest probe is `expired` (C7's `probe_timeout`).
+    struct ProbeEnv(bool);
+    impl Env for ProbeEnv {
+        fn now(&mut self) -> Instant {
+            Instant::from_nanos(0)
+        }
+        fn open_until(&self, _: u64) -> Option<Instant> {
+            None
+        }
+        fn probes_expired(&mut self, timeout: Duration) -> bool {
+            assert_eq!(timeout, policy().probe_timeout);
+            self.0
+        }
+    }
+
+    #[test]
+    fn c7_a_spent_budget_of_expired_probes_is_reclaimed_in_three_steps() {
+        let p = policy();
+        let half = Word::FRESH
+            .transition(Phase::HalfOpen)
+            .with_probes(2)
+            .with_count(1)
+            .with_trips(3);
+        // Not expired, or budget not spent: no reclaim.
+        let (n, a) = admit(half, &p, &mut ProbeEnv(false));
+        assert!(n.is_none());
+        assert!(matches!(
+            a,
+            Admission::Refuse {
+                refusal: Refusal::ProbeBudget,
+                ..
+            }
+        ));
+        let (_, a) = admit(half.with_probes(1), &p, &mut ProbeEnv(true));
+        assert!(matches!(a, Admission::Admit { probe: true, .. }));
+        // Expired: frozen in a new generation, every slot still counted.
+        let (n, a) = admit(half, &p, &mut ProbeEnv(true));
+        assert_eq!(a, Admission::Reclaim { probes: 2 });
+        let frozen = n.unwrap();
+        assert_eq!(frozen.phase(), Phase::Checking);
+        assert_eq!(frozen.generation(), half.generation() + 1);
+        assert_eq!(frozen.probes(), 2);
+        // A frozen word admits no one.
+        let (n, a) = admit(frozen, &p, &mut ProbeEnv(true));
+        assert!(n.is_none());
+        assert!(matches!(a, Admission::Refuse { .. }));
+        // Given up: half-open again, slots, successes and backoff kept.
+        let kept = decide_reclaim(frozen, false);
+        assert_eq!(kept.phase(), Phase::HalfOpen);
+        assert_eq!(kept.generation(), frozen.generation() + 1);
+        assert_eq!((kept.probes(), kept.count(), kept.trips()), (2, 1, 3));
+        // Decided, then finished: no slot held, successes and backoff kept.
+        let decided = decide_reclaim(frozen, true);
+        assert_eq!(decided.phase(), Phase::Reclaiming);
+        assert_eq!(decided.generation(), frozen.generation());
+        let done = finish_reclaim(decided);
+        assert_eq!(done.phase(), Phase::HalfOpen);
+        assert_eq!(done.generation(), frozen.generation() + 1);
+        assert_eq!((done.probes(), done.count(), done.trips()), (0, 1, 3));
+        assert_eq!(Phase::Checking.seen(), Phase::HalfOpen);
+        assert_eq!(Phase::Reclaiming.seen(), Phase::HalfOpen);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! | bits    | field        | meaning                                                         |
 //! |---------|--------------|-----------------------------------------------------------------|
-//! | 0..3    | `state`      | [`Phase`]: closed, open, half-open, forced-open, vacant, pending |
+//! | 0..3    | `state`      | [`Phase`]: closed, open, half-open, forced-open, vacant, pending, checking, reclaiming |
 //! | 3..10   | `probes`     | probe permits in flight (all half-open episodes), ≤ 127         |
 //! | 10..15  | `trips`      | re-trips from half-open since the last close (backoff exponent) |
 //! | 15..25  | `count`      | closed: consecutive failures; half-open: probe successes        |
@@ -49,6 +49,15 @@ pub enum Phase {
     /// published: admits no one until the insert (or a lookup that found
     /// the entry) completes it; never seen through the API.
     Pending = 5,
+    /// Half-open, its probe slots being taken back from probes that
+    /// outlived `probe_timeout` (C7): any thread that meets it finishes
+    /// the reclaim before doing anything else (see [`super::cell`]); read
+    /// as half-open.
+    Reclaiming = 6,
+    /// Half-open, frozen while a reclaim is decided: any thread that
+    /// meets it decides (reclaim, or give up if a probe might be young)
+    /// before doing anything else; read as half-open.
+    Checking = 7,
 }
 
 impl Phase {
@@ -56,6 +65,15 @@ impl Phase {
     #[inline]
     pub const fn is_held(self) -> bool {
         matches!(self, Phase::Vacant | Phase::Pending)
+    }
+
+    /// The phase a reader reports: a reclaim in progress is half-open.
+    #[inline]
+    pub const fn seen(self) -> Phase {
+        match self {
+            Phase::Reclaiming | Phase::Checking => Phase::HalfOpen,
+            p => p,
+        }
     }
 }
 
@@ -127,6 +145,8 @@ impl Word {
             2 => Phase::HalfOpen,
             3 => Phase::ForcedOpen,
             5 => Phase::Pending,
+            6 => Phase::Reclaiming,
+            7 => Phase::Checking,
             _ => Phase::Vacant,
         }
     }

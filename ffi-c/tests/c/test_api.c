@@ -360,6 +360,32 @@ static void c7_c13_earlier_episode_probe_holds_its_slot(void) {
   CHECK_OK(bb_record(bank, q.permit, BB_OUTCOME_CANCELLED));
 }
 
+/* C7's probe_timeout (the dependency's recovery_bound, 5m, by default): a C
+ * caller that loses its permits cannot wedge the breaker half-open. */
+static void c7_lost_probe_permits_give_their_slots_back_after_probe_timeout(void) {
+  fresh_bank();
+  trip_payments("acme");
+  advance(30 * SEC);
+  bb_decision lost1 = bbt_admit(bank, PAY, "acme");
+  bb_decision lost2 = bbt_admit(bank, PAY, "acme");
+  CHECK(lost1.admitted && lost1.probe && lost2.admitted && lost2.probe);
+  advance(5 * MIN - 1);
+  CHECK(bbt_admit(bank, PAY, "acme").reason == BB_REASON_PROBE_BUDGET);
+  advance(1);
+  bb_decision p = bbt_admit(bank, PAY, "acme");
+  CHECK(p.admitted && p.probe);
+  CHECK(bbt_metric(bank, "cancelled_total", "payments_client", "acme", NULL) == 2);
+  /* Found again, the lost permits are late: they free no current slot. */
+  CHECK_OK(bb_record(bank, lost1.permit, BB_OUTCOME_SUCCESS));
+  CHECK_OK(bb_record(bank, lost2.permit, BB_OUTCOME_CANCELLED));
+  CHECK(bbt_metric(bank, "late_records_total", "payments_client", "acme", NULL) == 2);
+  bb_decision q = bbt_admit(bank, PAY, "acme");
+  CHECK(q.admitted && q.probe);
+  CHECK(bbt_admit(bank, PAY, "acme").reason == BB_REASON_PROBE_BUDGET);
+  CHECK_OK(bb_record(bank, p.permit, BB_OUTCOME_CANCELLED));
+  CHECK_OK(bb_record(bank, q.permit, BB_OUTCOME_CANCELLED));
+}
+
 static void c8_closes_only_after_success_threshold(void) {
   fresh_bank();
   trip_payments("acme");
@@ -799,6 +825,7 @@ int main(void) {
   RUN(c6_open_period_then_probe_with_backoff);
   RUN(c7_probe_budget_caps_probes_in_flight);
   RUN(c7_c13_earlier_episode_probe_holds_its_slot);
+  RUN(c7_lost_probe_permits_give_their_slots_back_after_probe_timeout);
   RUN(c8_closes_only_after_success_threshold);
   RUN(c8_probe_failure_reopens);
   RUN(c10_expired_deadline_is_not_admitted_nor_counted);

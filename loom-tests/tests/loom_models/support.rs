@@ -21,9 +21,33 @@ pub enum Scope {
     Tenant { max_tenants: u32 },
 }
 
+/// How long a probe of [`profile_timed`]'s dependency may go unrecorded.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A profile with one dependency: trips after `failures` consecutive
 /// failures, open for [`OPEN`], no backoff.
 pub fn profile(scope: Scope, failures: u32, probe_budget: u32, success_threshold: u32) -> Profile {
+    profile_with(scope, failures, probe_budget, success_threshold, "")
+}
+
+/// [`profile`] whose probes give their slots back after [`PROBE_TIMEOUT`].
+pub fn profile_timed(
+    scope: Scope,
+    failures: u32,
+    probe_budget: u32,
+    success_threshold: u32,
+) -> Profile {
+    let extra = format!("    probe_timeout: {}s\n", PROBE_TIMEOUT.as_secs());
+    profile_with(scope, failures, probe_budget, success_threshold, &extra)
+}
+
+fn profile_with(
+    scope: Scope,
+    failures: u32,
+    probe_budget: u32,
+    success_threshold: u32,
+    extra: &str,
+) -> Profile {
     let scope = match scope {
         Scope::Global => "isolation: global".to_string(),
         Scope::Tenant { max_tenants } => {
@@ -39,7 +63,7 @@ pub fn profile(scope: Scope, failures: u32, probe_budget: u32, success_threshold
     half_open: {{probe_budget: {probe_budget}, success_threshold: {success_threshold}}}
     fallback: {{kind: error, code: UNAVAILABLE}}
     recovery_bound: 5m
-",
+{extra}",
         OPEN.as_millis()
     );
     Profile::from_yaml(&yaml).expect("model profile is valid")
