@@ -1668,6 +1668,15 @@ impl Dependency {
                     // and forced when it gets a partition; never the shared
                     // overflow partition (that would isolate innocent tenants).
                     t.force_unplaced(name);
+                    // An insert of this tenant racing the action reads the
+                    // mark after publishing itself (`Table::settle_forced`)
+                    // or is found here, after the mark's fence.
+                    if let Some(r) = t.lookup(name) {
+                        if !apply(r.slot, r.part, r.owner) {
+                            continue;
+                        }
+                        return Ok(());
+                    }
                     self.announce(kind, name.to_string());
                     return Ok(());
                 }

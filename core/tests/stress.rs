@@ -9,7 +9,7 @@
 //! before its record, so the maximum of that count is a lower bound of
 //! the probes the breaker had out at once: it must never pass the budget.
 //! The run stops after enough half-open episodes (`half_opened_total`)
-//! or a deadline of a few seconds; afterwards the breaker must still
+//! or a deadline (a bound on a hang); afterwards the breaker must still
 //! admit exactly `probe_budget` probes (no slot leaked).
 //!
 //! loom (`loom-tests/`) proves the same properties exhaustively for two or
@@ -27,8 +27,12 @@ const OPEN: Duration = Duration::from_secs(1);
 const WORKERS: usize = 4;
 /// Half-open episodes the run must reach.
 const MIN_EPISODES: f64 = 10_000.0;
-/// The run stops here even if the episodes were not reached (then fails).
-const DEADLINE: Duration = Duration::from_secs(8);
+/// The run stops here even if the episodes were not reached (then fails):
+/// a bound on a hang, not a speed test. Unloaded, the episodes take a
+/// tenth of a second; on a machine running other jobs, a worker holding
+/// a probe can be descheduled for a whole time slice while the others
+/// wait for its slot, and one run took 8 s for 4,000.
+const DEADLINE: Duration = Duration::from_secs(120);
 
 fn profile(budget: u32) -> Profile {
     Profile::from_yaml(&format!(
