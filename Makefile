@@ -3,7 +3,7 @@
 #   make test   installs what the tests need (a local .venv) and runs every test
 #
 # Pieces live in mk/*.mk: ffi.mk (C ABI), py.mk (Python), loom.mk, bench.mk,
-# fuzz.mk (cargo-fuzz targets), soak.mk.
+# fuzz.mk (cargo-fuzz targets), soak.mk, mutants.mk (cargo-mutants).
 
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
@@ -17,6 +17,7 @@ include mk/loom.mk
 include mk/bench.mk
 include mk/fuzz.mk
 include mk/soak.mk
+include mk/mutants.mk
 
 # Everything: formatting and lints, Rust tests (unit, integration, model,
 # stress, doc, header staleness), a short loom run, the C tests plain and

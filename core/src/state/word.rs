@@ -252,6 +252,65 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_phase_and_the_raw_bits_round_trip() {
+        for p in [
+            Phase::Closed,
+            Phase::Open,
+            Phase::HalfOpen,
+            Phase::ForcedOpen,
+            Phase::Vacant,
+            Phase::Pending,
+            Phase::Reclaiming,
+            Phase::Checking,
+        ] {
+            let w = Word::FRESH.with_phase(p).with_probes(3).next_generation();
+            assert_eq!(w.phase(), p);
+            assert_eq!(Word::from_bits(w.bits()), w);
+            assert_eq!(w.bits() & 0b111, p as u64, "{p:?} in the low bits");
+        }
+        let w = Word::from_bits(0xDEAD_BEEF_1234_5678);
+        assert_eq!(w.bits(), 0xDEAD_BEEF_1234_5678);
+        let shown = format!("{:?}", Word::FRESH.with_probes(7).with_count(9));
+        assert!(
+            shown.contains("probes: 7") && shown.contains("count: 9"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn counters_saturate_above_their_maximum_instead_of_wrapping() {
+        let w = Word::FRESH;
+        assert_eq!(w.with_probes(MAX_PROBES + 9).probes(), MAX_PROBES);
+        assert_eq!(w.with_trips(MAX_TRIPS + 9).trips(), MAX_TRIPS);
+        assert_eq!(w.with_count(MAX_COUNT + 9).count(), MAX_COUNT);
+        assert_eq!(w.with_trips(MAX_TRIPS + 9).phase(), Phase::Closed);
+    }
+
+    #[test]
+    fn quiet_closed_is_closed_of_that_generation_with_nothing_counted() {
+        let w = Word::FRESH.next_generation().next_generation();
+        let g = w.generation();
+        assert!(w.is_quiet_closed(g));
+        // Probes of an earlier episode and backoff do not make it loud.
+        assert!(w.with_probes(2).with_trips(1).is_quiet_closed(g));
+        assert!(!w.with_count(1).is_quiet_closed(g), "a failure counted");
+        assert!(!w.with_count(MAX_COUNT).is_quiet_closed(g));
+        assert!(!w.is_quiet_closed(g + 1) && !w.is_quiet_closed(g - 1));
+        assert!(!w.is_quiet_closed(g | 1 << 20), "generation bits above 19");
+        for p in [
+            Phase::Open,
+            Phase::HalfOpen,
+            Phase::ForcedOpen,
+            Phase::Vacant,
+        ] {
+            assert!(!w.with_phase(p).is_quiet_closed(g), "{p:?}");
+        }
+        let high = Word::from_bits((GEN_MASK - 1) << GEN_SHIFT);
+        assert!(high.is_quiet_closed(GEN_MASK - 1));
+        assert!(!high.is_quiet_closed(GEN_MASK));
+    }
+
+    #[test]
     fn fields_round_trip_without_touching_neighbours() {
         let w = Word::FRESH
             .with_phase(Phase::HalfOpen)
