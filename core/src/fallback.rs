@@ -241,6 +241,150 @@ impl StaleCache {
 mod tests {
     use super::*;
 
+    fn t(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    #[test]
+    fn c3_each_fallback_kind_has_its_profile_name() {
+        let kinds = [
+            (
+                Fallback::Stale {
+                    max_staleness: Duration::from_secs(1),
+                },
+                "stale",
+                None,
+            ),
+            (Fallback::Degraded, "degraded", None),
+            (
+                Fallback::Error {
+                    code: "DOWN".into(),
+                },
+                "error",
+                Some("DOWN"),
+            ),
+        ];
+        for (f, name, code) in kinds {
+            assert_eq!(f.kind().as_str(), name);
+            assert_eq!(f.code(), code);
+        }
+    }
+
+    #[test]
+    fn c4_dependency_unavailable_says_which_partition_why_and_when() {
+        let mut e = DependencyUnavailable {
+            dependency: "payments_client".into(),
+            partition: "acme".into(),
+            code: Some("PAYMENT_UNAVAILABLE".into()),
+            retry_after: Some(Duration::from_millis(1_500)),
+        };
+        assert_eq!(
+            e.to_string(),
+            "dependency `payments_client` is unavailable for partition `acme` \
+             (PAYMENT_UNAVAILABLE); retry after 1.500s"
+        );
+        e.code = None;
+        e.retry_after = None;
+        assert_eq!(
+            e.to_string(),
+            "dependency `payments_client` is unavailable for partition `acme`"
+        );
+    }
+
+    #[test]
+    fn c3_a_value_exactly_max_staleness_old_is_served_one_older_is_not() {
+        let c = StaleCache::new(16, Duration::from_secs(10));
+        c.put("acme", "k", t(1_000), 7u32);
+        let max = Duration::from_secs(10);
+        assert_eq!(c.get::<u32>("acme", "k", t(11_000), max), Some(7));
+        assert_eq!(c.get::<u32>("acme", "k", t(11_001), max), None);
+        // A reading from before the write (another thread's clock) serves it.
+        assert_eq!(c.get::<u32>("acme", "k", t(500), max), Some(7));
+        assert!(format!("{c:?}").contains("len: 1"));
+    }
+
+    #[test]
+    fn c3_trimming_drops_stale_values_first_and_keeps_a_sixteenth_of_room() {
+        let max = Duration::from_secs(10);
+        let c = StaleCache::new(32, max);
+        // 16 values too old to be served at 20 s, then 16 fresh ones.
+        for i in 0..16u32 {
+            c.put("acme", &format!("old{i}"), t(0), i);
+        }
+        for i in 0..16u32 {
+            c.put("acme", &format!("new{i}"), t(20_000), i);
+        }
+        assert_eq!(c.len(), 32, "at capacity, nothing trimmed");
+        // One more at 20 s: over capacity, the 16 stale values go and
+        // nothing fresh does (17 <= 30, the target).
+        c.put("acme", "one-more", t(20_000), 99);
+        assert_eq!(c.len(), 17);
+        for i in 0..16u32 {
+            assert_eq!(
+                c.get::<u32>("acme", &format!("new{i}"), t(20_000), max),
+                Some(i)
+            );
+        }
+        // A value exactly max_staleness old is not stale: kept by a trim.
+        let c = StaleCache::new(32, max);
+        for i in 0..32u32 {
+            c.put("acme", &format!("edge{i}"), t(10_000), i);
+        }
+        c.put("acme", "late", t(20_000), 0);
+        // Nothing was stale: the trim removed only enough for room
+        // (33 -> 30), never below the target.
+        assert_eq!(c.len(), 30);
+        // Over capacity with nothing stale, it still comes back under.
+        let c = StaleCache::new(16, max);
+        for i in 0..40u32 {
+            c.put("acme", &format!("k{i}"), t(0), i);
+            assert!(c.len() <= 16, "{} entries after {i}", c.len());
+        }
+    }
+
+    #[test]
+    fn c3_c9_a_value_is_served_only_for_its_own_tenant_and_key() {
+        // Many keys, so that lookups of absent (tenant, key) pairs meet
+        // stored entries in the map's probe sequences: each must compare
+        // both halves of the key.
+        let c = StaleCache::new(8192, Duration::from_secs(60));
+        for i in 0..4000u32 {
+            c.put("acme", &format!("k{i}"), t(0), i);
+        }
+        for i in 0..4000u32 {
+            let k = format!("k{i}");
+            assert_eq!(
+                c.get::<u32>("acme", &k, t(0), Duration::from_secs(60)),
+                Some(i)
+            );
+            assert_eq!(
+                c.get::<u32>("globex", &k, t(0), Duration::from_secs(60)),
+                None
+            );
+            let other = format!("x{i}");
+            assert_eq!(
+                c.get::<u32>("acme", &other, t(0), Duration::from_secs(60)),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn c3_one_trimmer_at_a_time_the_flag_is_released() {
+        let c = StaleCache::new(16, Duration::from_secs(10));
+        for i in 0..17u32 {
+            c.put("acme", &format!("k{i}"), t(0), i);
+        }
+        assert!(!c.trimming.load(Ordering::Relaxed), "released after a trim");
+        assert_eq!(c.len(), 15);
+        // While another writer trims, a writer does not trim.
+        c.trimming.store(true, Ordering::Relaxed);
+        for i in 17..20u32 {
+            c.put("acme", &format!("k{i}"), t(0), i);
+        }
+        assert_eq!(c.len(), 18);
+    }
+
     #[test]
     fn c3_the_stale_cache_stays_bounded_and_serves_what_it_keeps() {
         let c = StaleCache::new(1000, Duration::from_secs(60));
