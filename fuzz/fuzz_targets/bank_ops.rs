@@ -127,7 +127,8 @@ struct Held<'a> {
 struct PartModel {
     /// Successes of current probes in this half-open episode (C8).
     successes: u32,
-    /// A trip's open period ends here (C12); cleared by an operator.
+    /// A trip's open period ends here (C12), to the millisecond above;
+    /// cleared by an operator.
     open_until: Option<Instant>,
     /// Re-trips from half-open since the last close (C6's exponent).
     retrips: u32,
@@ -673,7 +674,10 @@ impl<'a> Harness<'a> {
                     } else {
                         0
                     };
-                    m.open_until = Some(now + expected_open_period(cfg, m.retrips));
+                    // Kept in whole milliseconds, rounded up, so that the
+                    // period never ends early (`state::cell`'s side word).
+                    let end = (now + expected_open_period(cfg, m.retrips)).as_nanos();
+                    m.open_until = Some(Instant::from_nanos(end.div_ceil(1_000_000) * 1_000_000));
                 }
                 State::Closed => {
                     m.retrips = 0;

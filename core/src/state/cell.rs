@@ -607,6 +607,51 @@ mod tests {
         }
     }
 
+    #[test]
+    fn c7_a_cell_takes_back_a_probe_slot_only_once_it_is_probe_timeout_old() {
+        let p = trip_on_first_failure();
+        let clock = ManualClock::new();
+        let c: Cell = Cell::default();
+        tripped_at(&c, 0, &clock);
+        clock.advance(Duration::from_secs(30));
+        let a = c.admit(&p, &clock, |_| true).expect("valid");
+        assert!(matches!(a.admission, Admission::Admit { probe: true, .. }));
+        assert_eq!(a.reclaimed, None);
+        let lost = c.load().generation();
+        clock.advance(p.probe_timeout - Duration::from_nanos(1));
+        let r = c.admit(&p, &clock, |_| true).expect("valid");
+        assert!(
+            matches!(r.admission, Admission::Refuse { .. }),
+            "{:?}: the probe is not yet probe_timeout old",
+            r.admission
+        );
+        clock.advance(Duration::from_nanos(1));
+        let b = c.admit(&p, &clock, |_| true).expect("valid");
+        assert!(matches!(b.admission, Admission::Admit { probe: true, .. }));
+        let (n, from) = b.reclaimed.expect("one slot taken back");
+        assert_eq!(n, 1);
+        assert!(from > lost, "counted at the frozen word's generation");
+        // The lost probe's record is late and returns no slot.
+        let late = c.record(&p, &clock, lost, true, Verdict::Success, false);
+        assert_eq!(late, Recorded::Late);
+        assert_eq!(c.load().probes(), 1, "the new probe's slot is still held");
+    }
+
+    #[test]
+    fn an_admission_reports_the_clock_reading_it_decided_with() {
+        let p = trip_on_first_failure();
+        let clock = ManualClock::new();
+        clock.advance(Duration::from_secs(5));
+        let c: Cell = Cell::default();
+        let closed = c.admit(&p, &clock, |_| true).expect("valid");
+        assert_eq!(closed.reading, None, "a closed admission reads no clock");
+        tripped_at(&c, 0, &clock);
+        clock.advance(Duration::from_secs(1));
+        let open = c.admit(&p, &clock, |_| true).expect("valid");
+        assert!(matches!(open.admission, Admission::Refuse { .. }));
+        assert_eq!(open.reading, Some(clock.now()));
+    }
+
     /// A closed cell at generation `g`, tripped by one failure at `clock`'s
     /// time: the open word.
     fn tripped_at(c: &Cell, g: u64, clock: &ManualClock) -> Word {
