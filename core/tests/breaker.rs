@@ -295,6 +295,29 @@ fn c7_c13_the_record_of_a_timed_out_probe_is_late_and_frees_no_slot() {
 }
 
 #[test]
+fn c7_probes_of_an_earlier_episode_past_probe_timeout_free_the_first_admission_of_the_next() {
+    let (bank, clock, dep) = half_open_timed(1);
+    let lost = admitted(dep.admit(None, None).unwrap()).into_raw();
+    // Another episode: reset, trip again, wait out the open period (the
+    // lost probe still holds the one slot, and is 30 s old by then).
+    dep.reset(None);
+    fail(&dep, None, 1);
+    clock.advance(SECS30);
+    let before = partition0(&bank);
+    let p = admitted(dep.admit(None, None).unwrap());
+    assert!(p.is_probe(), "the first admission of the half-open period");
+    let after = partition0(&bank);
+    assert_eq!(after.cancelled_total, before.cancelled_total + 1);
+    dep.record_raw(lost, Outcome::Success);
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget
+    );
+    p.record(Outcome::Success);
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+}
+
+#[test]
 fn c7_a_live_probe_keeps_its_slot_until_probe_timeout_defaults_to_recovery_bound() {
     let (bank, clock, dep) = half_open(1, 1);
     assert_eq!(dep.config().probe_timeout, Duration::from_secs(300));

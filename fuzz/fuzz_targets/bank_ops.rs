@@ -120,6 +120,9 @@ struct Held<'a> {
     /// The step that admitted it: a transition seen at the end of that
     /// step (open to half-open) happened before it was issued.
     born: u32,
+    /// A probe's slot is still its own: not taken back after
+    /// `probe_timeout` (C7).
+    slot: bool,
 }
 
 /// What the harness tracks per partition.
@@ -240,6 +243,9 @@ struct Harness<'a> {
     clock: &'a ManualClock,
     deps: &'a [Dependency],
     held: Vec<Held<'a>>,
+    /// When each partition last admitted a probe (C7's `probe_timeout`
+    /// counts from there); never forgotten, as the partition's own stamp.
+    probe_admitted: BTreeMap<Key, Instant>,
     parts: BTreeMap<Key, PartModel>,
     forced: Vec<Forced>,
     metrics: BTreeMap<Key, PartitionMetrics>,
@@ -263,8 +269,17 @@ impl<'a> Harness<'a> {
     fn held_probes(&self, dep: usize, part: &str) -> u32 {
         self.held
             .iter()
-            .filter(|h| h.dep == dep && h.part == part && h.permit.is_probe())
+            .filter(|h| h.dep == dep && h.part == part && h.permit.is_probe() && h.slot)
             .count() as u32
+    }
+
+    /// C7's `probe_timeout`: the budget's slots are taken back once the
+    /// latest probe admitted on the partition is that old (every probe
+    /// still in flight is then older).
+    fn probes_expired(&self, key: &Key, now: Instant, timeout: Duration) -> bool {
+        self.probe_admitted
+            .get(key)
+            .is_some_and(|at| now.saturating_duration_since(*at) >= timeout)
     }
 
     /// `mark_stale` of every partition of `dep` but `spared`.
@@ -444,6 +459,7 @@ impl<'a> Harness<'a> {
             return;
         }
         let budget = d.config().probe_budget;
+        let timeout = d.config().probe_timeout;
         let held = self.held_probes(dep, &part);
         let t = tenant.filter(|_| scoped);
         match decision {
@@ -457,6 +473,10 @@ impl<'a> Harness<'a> {
                     assert!(
                         held >= budget,
                         "C7: probe_budget refusal on {key:?} with {held} of {budget} probes held"
+                    );
+                    assert!(
+                        !self.probes_expired(&key, now, timeout),
+                        "C7: probe_budget refusal on {key:?} though its probes are probe_timeout old"
                     );
                 }
             }
@@ -473,10 +493,22 @@ impl<'a> Harness<'a> {
                 };
                 assert!(!forced, "C11: forced-open {key:?} admitted a call");
                 if permit.is_probe() {
-                    assert!(
-                        held < budget,
-                        "C7: probe admitted on {key:?} with {held} of {budget} probes already held"
-                    );
+                    if held >= budget {
+                        assert!(
+                            self.probes_expired(&key, now, timeout),
+                            "C7: probe admitted on {key:?} with {held} of {budget} probes already held"
+                        );
+                        // Taken back: their records are late (a new
+                        // generation) and return no slot.
+                        for h in self.held.iter_mut() {
+                            if h.dep == dep && h.part == part && h.permit.is_probe() {
+                                h.slot = false;
+                                h.stale = true;
+                            }
+                        }
+                        self.mark_stale(dep, Some(&part));
+                    }
+                    self.probe_admitted.insert(key.clone(), now);
                 }
                 self.held.push(Held {
                     permit,
@@ -484,6 +516,7 @@ impl<'a> Harness<'a> {
                     part,
                     stale: false,
                     born: self.step_no,
+                    slot: true,
                 });
             }
         }
@@ -799,6 +832,7 @@ fuzz_target!(|ops: Vec<Op>| {
         clock: &clock,
         deps: &deps,
         held: Vec::new(),
+        probe_admitted: BTreeMap::new(),
         parts: BTreeMap::new(),
         forced: deps.iter().map(|_| Forced::default()).collect(),
         metrics: flatten(&bank.metrics()),

@@ -297,18 +297,19 @@ impl<S: Side> Cell<S> {
             match f(cur) {
                 Step::Keep(r) => return r,
                 Step::Install(next, r) => {
-                    if next.phase() == Phase::Open && cur.phase() != Phase::Open {
-                        if let Some(at) = until(&r) {
-                            if !self.prepublish(cur, next.generation(), at) {
-                                // The word moved on: decide again on the new
-                                // one. (Not by CAS from `cur`: the word may
-                                // come back to `cur`, probes returned and
-                                // taken again, and the CAS would then install
-                                // a trip whose period was never written.)
-                                cur = self.load();
-                                spin_hint();
-                                continue;
-                            }
+                    // Only a trip has an open-until: its word is Open, the
+                    // one it replaces is not.
+                    if let Some(at) = until(&r) {
+                        debug_assert!(next.phase() == Phase::Open && cur.phase() != Phase::Open);
+                        if !self.prepublish(cur, next.generation(), at) {
+                            // The word moved on: decide again on the new
+                            // one. (Not by CAS from `cur`: the word may
+                            // come back to `cur`, probes returned and
+                            // taken again, and the CAS would then install
+                            // a trip whose period was never written.)
+                            cur = self.load();
+                            spin_hint();
+                            continue;
                         }
                     }
                     if next.phase() == Phase::Closed && next.generation() != cur.generation() {
@@ -458,6 +459,8 @@ impl<S: Side> Cell<S> {
             coarse: None,
         };
         let reclaimed = std::cell::Cell::new(None);
+        // An open-to-half-open transition made on the way to a reclaim.
+        let mut half_opened = None;
         let judge = Judge {
             clock,
             timeout: policy.probe_timeout,
@@ -475,11 +478,7 @@ impl<S: Side> Cell<S> {
                             if let Admission::Admit { probe: true, .. } = a {
                                 self.stamp_probe(env.now());
                             }
-                            // A reclaim is no transition: half-open throughout.
-                            let t = match a {
-                                Admission::Reclaim { .. } => None,
-                                _ => machine::admit_transition(w, Some(next)),
-                            };
+                            let t = machine::admit_transition(w, Some(next));
                             Step::Install(next, Some((a, t)))
                         }
                     }
@@ -488,12 +487,12 @@ impl<S: Side> Cell<S> {
                 Some(judge),
             )?;
             match r {
-                // Frozen: admit again, deciding the reclaim on the way.
-                (Admission::Reclaim { .. }, _) => {}
+                // Installed: admit again, taking the slots back on the way.
+                (Admission::Reclaim { .. }, t) => half_opened = half_opened.or(t),
                 (a, t) => {
                     return Some(Admitted {
                         admission: a,
-                        transition: t,
+                        transition: t.or(half_opened),
                         reading: env.reading(),
                         reclaimed: reclaimed.get(),
                     })

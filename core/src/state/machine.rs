@@ -93,9 +93,9 @@ pub enum Admission {
     /// The slot is being recycled; look the tenant up again.
     Vacant,
     /// The budget was spent by probes that all outlived `probe_timeout`:
-    /// the word to install freezes the partition to take their `probes`
-    /// slots back (C7, [`begin_reclaim`]); admit again once it is
-    /// installed.
+    /// install the word (a half-open one frozen by [`begin_reclaim`], or
+    /// an open one just made half-open), then admit again, which takes
+    /// their `probes` slots back (C7).
     Reclaim {
         /// Probe slots to take back.
         probes: u32,
@@ -223,6 +223,16 @@ pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Adm
             // The open period is over (however far the clock jumped): go
             // half-open. Never closed here: closing needs probes (C12, C8).
             let (half, _) = transition(w, Phase::HalfOpen, None, policy);
+            if half.probes() >= policy.probe_budget && env.probes_expired(policy.probe_timeout) {
+                // Probes of earlier episodes hold every slot and are all
+                // probe_timeout old: half-open first, then take them back.
+                return (
+                    Some(half),
+                    Admission::Reclaim {
+                        probes: half.probes(),
+                    },
+                );
+            }
             take_probe_within(half, policy, true)
         }
     }
@@ -309,7 +319,8 @@ pub fn expire(w: Word, policy: &Policy, env: &mut impl Env) -> Option<(Word, Tra
 /// Whether a transition happened during [`admit`] (Open → HalfOpen).
 pub fn admit_transition(old: Word, new: Option<Word>) -> Option<Transition> {
     let new = new?;
-    (new.phase() != old.phase()).then(|| Transition {
+    // A reclaim's frozen word is half-open to everyone: no transition.
+    (new.phase().seen() != old.phase().seen()).then(|| Transition {
         from: old.phase(),
         to: new.phase(),
         generation: new.generation(),
@@ -677,7 +688,7 @@ mod tests {
             Instant::from_nanos(0)
         }
         fn open_until(&self, _: u64) -> Option<Instant> {
-            None
+            Some(Instant::from_nanos(0))
         }
         fn probes_expired(&mut self, timeout: Duration) -> bool {
             assert_eq!(timeout, policy().probe_timeout);
@@ -729,6 +740,20 @@ mod tests {
         assert_eq!(done.phase(), Phase::HalfOpen);
         assert_eq!(done.generation(), frozen.generation() + 1);
         assert_eq!((done.probes(), done.count(), done.trips()), (0, 1, 3));
+        // An open word whose period is over, every slot held by expired
+        // probes of earlier episodes: half-open first (a transition), the
+        // reclaim on the next admission.
+        let open = half.transition(Phase::Open);
+        let mut e = ProbeEnv(true);
+        let (n, a) = admit(open, &p, &mut e);
+        let n = n.unwrap();
+        assert_eq!(a, Admission::Reclaim { probes: 2 });
+        assert_eq!(n.phase(), Phase::HalfOpen);
+        assert!(admit_transition(open, Some(n)).is_some());
+        assert!(
+            admit_transition(half, Some(frozen)).is_none(),
+            "frozen reads half-open"
+        );
         assert_eq!(Phase::Checking.seen(), Phase::HalfOpen);
         assert_eq!(Phase::Reclaiming.seen(), Phase::HalfOpen);
     }
