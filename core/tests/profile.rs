@@ -276,6 +276,24 @@ fn backoff_rules() {
         &["payments_client", "backoff.multiplier"],
     );
     rejects("max: 5m}", "max: 1s}", &["payments_client", "backoff.max"]);
+    // A maximum equal to `open_duration` (30s) is allowed: no growth.
+    let equal = GOOD.replacen("max: 5m}", "max: 30s}", 1);
+    let p = Profile::from_yaml(&equal).expect("backoff.max equal to open_duration");
+    assert_eq!(
+        p.dependencies()[0].backoff.unwrap().max,
+        Duration::from_secs(30)
+    );
+}
+
+#[test]
+fn c5_min_calls_or_window_without_failure_rate_is_rejected() {
+    for extra in ["min_calls: 5", "window: 10s", "min_calls: 5, window: 10s"] {
+        rejects(
+            "{consecutive_failures: 3}",
+            &format!("{{consecutive_failures: 3, {extra}}}"),
+            &["catalog_client", "trip", "only go with `failure_rate`"],
+        );
+    }
 }
 
 #[test]
@@ -468,4 +486,82 @@ fn c9_the_default_memory_limit_is_one_gib() {
     assert!(err.to_string().contains("memory_limit"), "{err}");
     Profile::from_yaml(&many_dependencies("memory_limit: 2GiB\n", 13, 1_000_000))
         .expect("within 2 GiB");
+}
+
+#[test]
+fn c5_min_calls_is_at_most_the_window_counters_range() {
+    let at_cap = GOOD.replacen("min_calls: 20", "min_calls: 1048575", 1);
+    let p = Profile::from_yaml(&at_cap).expect("min_calls: 2^20 - 1 is allowed");
+    assert!(
+        matches!(
+            p.dependencies()[1].trip,
+            TripPolicy::FailureRate {
+                min_calls: 1_048_575,
+                ..
+            }
+        ),
+        "{:?}",
+        p.dependencies()[1].trip
+    );
+    rejects(
+        "min_calls: 20",
+        "min_calls: 1048576",
+        &["email_client", "trip.min_calls", "1048575", "1048576"],
+    );
+}
+
+#[test]
+fn c9_the_memory_limit_message_gives_each_table_in_mib_and_the_limit_as_written() {
+    // Written as a bare number of bytes, the limit is quoted as written.
+    let yaml = many_dependencies("memory_limit: 104857600\n", 2, 1_000_000);
+    let msg = Profile::from_yaml(&yaml)
+        .expect_err("over the memory limit")
+        .to_string();
+    assert!(
+        msg.contains("`memory_limit: 104857600`"),
+        "`{msg}` should quote the limit as written"
+    );
+    // Each table's size, then the total, in MiB with one decimal.
+    let size_of = |after: &str| -> f64 {
+        let rest = &msg[msg
+            .find(after)
+            .unwrap_or_else(|| panic!("`{msg}` lacks `{after}`"))
+            + after.len()..];
+        let end = rest
+            .find(" MiB")
+            .unwrap_or_else(|| panic!("`{msg}`: no MiB after `{after}`"));
+        rest[..end]
+            .parse()
+            .unwrap_or_else(|e| panic!("`{msg}`: `{}` after `{after}`: {e}", &rest[..end]))
+    };
+    let one = size_of("`client_00` (");
+    assert!((50.0..100.0).contains(&one), "one table of 1M: {one} MiB");
+    assert_eq!(size_of("`client_01` ("), one);
+    assert!((size_of(" need ") - 2.0 * one).abs() <= 0.1, "{msg}");
+}
+
+#[test]
+fn c2_a_name_that_is_only_an_http_method_word_is_not_route_like() {
+    for name in ["get", "DELETE", "Trace"] {
+        let yaml = GOOD.replacen("  email_client:", &format!("  {name}:"), 1);
+        let p = Profile::from_yaml(&yaml)
+            .unwrap_or_else(|e| panic!("dependency `{name}` rejected: {e}"));
+        assert!(p.dependencies().iter().any(|d| d.name == name));
+    }
+}
+
+#[test]
+fn c3_a_blank_error_code_and_fields_of_another_kind_are_rejected() {
+    rejects(
+        "code: PAYMENT_UNAVAILABLE",
+        "code: \"  \"",
+        &["payments_client", "fallback.code", "must not be empty"],
+    );
+    for extra in ["code: X", "max_staleness: 1m", "code: X, max_staleness: 1m"] {
+        rejects(
+            "fallback: {kind: degraded}",
+            &format!("fallback: {{kind: degraded, {extra}}}"),
+            &["email_client", "`kind: degraded` takes neither"],
+        );
+    }
 }
