@@ -2467,6 +2467,7 @@ const _: () = assert!(PARTITION_BYTES == 32);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     #[test]
     fn c5_window_saturation_keeps_the_rate() {
@@ -2895,14 +2896,14 @@ mod tests {
                 for t in 0..6 {
                     let w = &w;
                     s.spawn(move || {
-                        for i in 0..2000 {
+                        for i in 0..40_000 {
                             w.record(0, (i + t) % 4 == 0);
                         }
                     });
                 }
             });
         }
-        assert_eq!(w.totals(0), (36_000, 9_000));
+        assert_eq!(w.totals(0), (720_000, 180_000));
     }
 
     #[test]
@@ -3102,5 +3103,308 @@ mod tests {
         );
         w.clear();
         assert_eq!(w.totals(5 * s), (0, 0));
+    }
+
+    /// The window's rule, written plainly: ten buckets of `width` keyed by
+    /// `now / width`, a full bucket halving both counts before it counts,
+    /// and C5's judgement on every failure and on a success only while the
+    /// last judgement left it armed (a high rate short of `min_calls`).
+    struct ReferenceWindow {
+        width: u64,
+        buckets: [(u64, u64, u64); BUCKETS],
+        armed: bool,
+    }
+
+    impl ReferenceWindow {
+        fn new(width: u64) -> Self {
+            Self {
+                width,
+                buckets: [(0, 0, 0); BUCKETS],
+                armed: false,
+            }
+        }
+
+        fn record(&mut self, now: u64, failed: bool) {
+            let e = now / self.width;
+            let b = &mut self.buckets[(e % BUCKETS as u64) as usize];
+            if b.0 != e {
+                *b = (e, 0, 0);
+            }
+            if b.1 >= B_FIELD {
+                *b = (e, b.1 / 2, b.2 / 2);
+            }
+            b.1 += 1;
+            b.2 += u64::from(failed);
+        }
+
+        fn totals(&self, now: u64) -> (u64, u64) {
+            let e = now / self.width;
+            self.buckets
+                .iter()
+                .filter(|b| e - b.0 < BUCKETS as u64)
+                .fold((0, 0), |(c, f), b| (c + b.1, f + b.2))
+        }
+
+        fn record_and_judge(&mut self, now: u64, failed: bool, rate: f64, min: u64) -> bool {
+            self.record(now, failed);
+            if !failed && !self.armed {
+                return false;
+            }
+            let (calls, fails) = self.totals(now);
+            let high = fails > 0 && fails as f64 >= rate * calls as f64;
+            let trip = high && calls >= min;
+            self.armed = high && !trip;
+            trip
+        }
+
+        fn clear(&mut self) {
+            self.buckets = [(0, 0, 0); BUCKETS];
+            self.armed = false;
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum WindowOp {
+        Advance(u64),
+        Call(bool),
+        Clear,
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(1000))]
+
+        /// Every count and every trip of the window, passes and owned
+        /// copies included, is the plain rule's (C5, C11).
+        #[test]
+        #[allow(clippy::disallowed_types)] // `prop_oneof!` builds a std `Arc`
+        fn c5_c11_the_window_counts_and_trips_as_its_plain_rule(
+            rate in proptest::sample::select(vec![0.05, 0.1, 0.25, 1.0 / 3.0, 0.5, 0.75, 0.9, 1.0]),
+            min_calls in 1u64..24,
+            owned in proptest::sample::select(vec![0usize, 2]),
+            ops in proptest::collection::vec(
+                proptest::prop_oneof![
+                    12 => proptest::bool::weighted(0.4).prop_map(WindowOp::Call),
+                    3 => (0u64..1500).prop_map(WindowOp::Advance),
+                    1 => (8000u64..12_000).prop_map(WindowOp::Advance),
+                    1 => proptest::strategy::Just(WindowOp::Clear),
+                ],
+                1..300,
+            ),
+        ) {
+            use proptest::prop_assert_eq;
+            let w = Window::new(Duration::from_secs(10), owned);
+            let mut r = ReferenceWindow::new(w.width_ns);
+            let mut now = 0u64;
+            for (i, op) in ops.iter().enumerate() {
+                match *op {
+                    WindowOp::Advance(ms) => now += ms * 1_000_000,
+                    WindowOp::Call(failed) => {
+                        let want = r.record_and_judge(now, failed, rate, min_calls);
+                        let got = w.record_and_judge(now, failed, rate, min_calls);
+                        prop_assert_eq!(got, want, "op {}: trip of {:?} at {} ns", i, op, now);
+                    }
+                    WindowOp::Clear => {
+                        r.clear();
+                        w.clear();
+                    }
+                }
+                prop_assert_eq!(w.totals(now), r.totals(now), "op {}: totals at {} ns", i, now);
+                prop_assert_eq!(w.is_empty(now), r.totals(now).0 == 0);
+            }
+        }
+    }
+
+    #[test]
+    fn c5_a_full_bucket_halves_both_counts_at_any_epoch() {
+        let s = 1_000_000_000;
+        for (owned, second) in [(0, 0), (0, 7), (1, 0), (1, 7)] {
+            let w = Window::new(Duration::from_secs(10), owned);
+            let mut r = ReferenceWindow::new(w.width_ns);
+            // The bucket before counts on, untouched by the halving.
+            if second > 0 {
+                w.record((second - 1) * s, true);
+                r.record((second - 1) * s, true);
+            }
+            let now = second * s + 5;
+            for i in 0..B_FIELD + 3 {
+                w.record(now, i % 4 == 0);
+                r.record(now, i % 4 == 0);
+            }
+            let want = r.totals(now);
+            assert!(want.0 < B_FIELD, "the reference halved: {want:?}");
+            assert_eq!(w.totals(now), want, "owned {owned}, second {second}");
+            // The next bucket starts from its own calls.
+            w.record(now + s, false);
+            assert_eq!(w.totals(now + s), (want.0 + 1, want.1));
+        }
+    }
+
+    /// Marks as the failure path takes them, for the tests of `spare`.
+    fn mark(w: &Window, now: u64) -> u64 {
+        w.pass(w.epoch(now)).expect_err("no pass is open")
+    }
+
+    #[test]
+    fn c5_a_judgement_grants_every_failure_that_cannot_reach_the_threshold() {
+        for (rate, calls, fails) in [
+            (0.5, 4u64, 1u64),
+            (0.5, 100, 10),
+            (0.25, 40, 3),
+            (0.9, 30, 2),
+        ] {
+            let w = Window::new(Duration::from_secs(10), 0);
+            for i in 0..calls {
+                w.record(0, i < fails);
+            }
+            let m = mark(&w, 0);
+            assert!(!w.judge(0, rate, 1_000, Some(m)));
+            // The most failures in a row that keep the rate below it.
+            let most = (0..S_PASSES)
+                .take_while(|&n| ((fails + n) as f64) < rate * (calls + n) as f64)
+                .last()
+                .unwrap_or(0);
+            for n in 0..most {
+                assert_eq!(
+                    w.pass(w.epoch(0)),
+                    Ok(()),
+                    "rate {rate}, {fails}/{calls}: pass {n}"
+                );
+            }
+            assert!(
+                w.pass(w.epoch(0)).is_err(),
+                "rate {rate}, {fails}/{calls}: {most} passes"
+            );
+        }
+    }
+
+    #[test]
+    fn c5_c11_a_judgement_whose_mark_is_stale_installs_no_passes() {
+        let succeed = |w: &Window| {
+            for _ in 0..20 {
+                w.record(0, false);
+            }
+        };
+        // A clear after the mark.
+        let w = Window::new(Duration::from_secs(10), 0);
+        w.record(0, true);
+        let m = mark(&w, 0);
+        w.clear();
+        succeed(&w);
+        assert!(!w.judge(0, 0.5, 100, Some(m)));
+        assert_eq!(passes(&w, 0), 0, "passes from a mark older than the clear");
+        // A clear, then a newer mark.
+        let w = Window::new(Duration::from_secs(10), 0);
+        w.record(0, true);
+        let m = mark(&w, 0);
+        w.clear();
+        w.record(0, true);
+        let newer = mark(&w, 0);
+        succeed(&w);
+        assert!(!w.judge(0, 0.5, 100, Some(m)));
+        assert_eq!(
+            w.spare.load(Ordering::Relaxed),
+            newer,
+            "the older judgement wrote"
+        );
+        // Two failures' marks: the first's judgement comes after the second.
+        let w = Window::new(Duration::from_secs(10), 0);
+        w.record(0, true);
+        let first = mark(&w, 0);
+        w.record(0, true);
+        let second = mark(&w, 0);
+        succeed(&w);
+        assert!(!w.judge(0, 0.5, 100, Some(first)));
+        assert_eq!(
+            w.spare.load(Ordering::Relaxed),
+            second,
+            "the first judgement wrote"
+        );
+        assert!(!w.judge(0, 0.5, 100, Some(second)));
+        assert!(passes(&w, 0) > 0, "the second judgement grants");
+        // Passes used up, then a new mark: never one a judgement still holds.
+        while w.pass(w.epoch(0)).is_ok() {}
+        let third = w.spare.load(Ordering::Relaxed);
+        assert!(!w.judge(0, 0.5, 100, Some(first)));
+        assert!(!w.judge(0, 0.5, 100, Some(second)));
+        assert_eq!(
+            w.spare.load(Ordering::Relaxed),
+            third,
+            "an older judgement wrote"
+        );
+    }
+
+    #[test]
+    fn c5_a_coarse_clock_picks_buckets_of_10_ms_or_more() {
+        assert!(Window::new(Duration::from_millis(100), 0).coarse_ok());
+        assert!(Window::new(Duration::from_secs(60), 0).coarse_ok());
+        assert!(!Window::new(Duration::from_millis(99), 0).coarse_ok());
+        assert!(!Window::new(Duration::from_millis(1), 0).coarse_ok());
+    }
+
+    #[test]
+    fn c9_c11_a_slot_is_owned_by_its_tenant_through_its_transitions_and_no_longer() {
+        use crate::state::machine;
+        let t = Table::new(1, None);
+        let a = t.get_or_insert("a").expect("room");
+        assert!(!a.owner.is_none() && NO_OWNER.is_none());
+        let part = a.part;
+        assert!(part.owned_by(part.cell.load(), a.owner));
+        // A transition moves the generation on: still a's, by its key.
+        part.cell
+            .operate(machine::force_open, |_| true)
+            .expect("forced open");
+        let forced = part.cell.load();
+        assert_ne!(forced.generation(), a.owner.generation);
+        assert!(
+            part.owned_by(forced, a.owner),
+            "a's after its own transition"
+        );
+        part.cell.operate(machine::reset, |_| true).expect("reset");
+        // b takes a's room: the slot a held is a's no longer.
+        let b = t.get_or_insert("b").expect("a is idle and evictable");
+        assert!(t.lookup("a").is_none(), "a was evicted");
+        assert!(
+            !part.owned_by(part.cell.load(), a.owner),
+            "a's after its eviction"
+        );
+        assert!(b.part.owned_by(b.part.cell.load(), b.owner));
+        assert!(
+            part.owned_by(part.cell.load(), NO_OWNER),
+            "anyone's for no owner"
+        );
+    }
+
+    #[test]
+    fn c9_c13_counters_are_made_for_each_owner_and_never_given_back_to_an_earlier_one() {
+        let part = Partition::standalone(None);
+        let guard = epoch::pin();
+        let block = |since| part.owner_stats(since, &guard).map(|s| s as *const Stats);
+        let first = block(5).expect("made for the owner of tenure 5");
+        assert_eq!(block(5), Some(first), "the same block again");
+        assert_eq!(block(3), None, "an earlier owner's count reaches no one");
+        assert_eq!(block(5), Some(first), "and takes nothing from the owner");
+        let next = block(7).expect("a later owner's own block");
+        assert_ne!(next, first);
+        assert_eq!(block(5), None, "the owner before it is gone");
+        // SAFETY: made by `owner_stats` above; alive while `guard` is held.
+        assert_eq!(unsafe { &*next }.since, 7);
+    }
+
+    #[test]
+    fn c5_a_bucket_whose_epoch_wraps_starts_afresh() {
+        // Bucket epochs are 24 bits: with 1 ms buckets they wrap after
+        // 2^24 ms (4.7 hours). The bucket of epoch 0 after the wrap is the
+        // one epoch 2^24 - 10 used, ten buckets before.
+        let ms = 1_000_000u64;
+        let w = Window::new(Duration::from_millis(10), 0);
+        let before = (B_EPOCH + 1 - BUCKETS as u64) * ms;
+        for _ in 0..16 {
+            w.record(before, false);
+        }
+        assert_eq!(w.totals(before), (16, 0));
+        let wrapped = (B_EPOCH + 1) * ms;
+        assert_eq!(w.epoch(wrapped), 0);
+        w.record(wrapped, true);
+        assert_eq!(w.totals(wrapped), (1, 1), "only the call of the new bucket");
     }
 }

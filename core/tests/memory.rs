@@ -70,6 +70,39 @@ fn c9_memory_per_partition_and_after_a_flood() {
     assert!(per <= 128.0 + 12.0, "{per} bytes per partition");
     drop(b);
 
+    // A dropped bank gives back what its partitions' cold parts hold
+    // (failure-rate windows of each episode, counters), not just the
+    // table.
+    let flush = || {
+        for _ in 0..64 {
+            crossbeam_epoch::pin().flush();
+        }
+    };
+    flush();
+    let before = live();
+    {
+        let p = Profile::from_yaml(
+            "dependencies:\n  ledger_client:\n    isolation: tenant\n    trip: {failure_rate: 0.5, min_calls: 100, window: 10s}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: X}\n    recovery_bound: 5m\n    max_tenants: 10000\n",
+        )
+        .expect("profile");
+        let b = Bank::with_clock(p, ManualClock::new());
+        let dep = b.dependency("ledger_client").expect("declared");
+        for t in &names[..10_000] {
+            if let Decision::Admitted(p) = dep.admit(Some(t), None).expect("tenant") {
+                p.record(Outcome::Failure);
+            }
+        }
+        let held = live() - before;
+        assert!(
+            held > 10_000 * 128,
+            "{held} bytes for 10,000 failing tenants"
+        );
+    }
+    flush();
+    let kept = live() - before;
+    println!("a dropped bank of 10,000 failing tenants kept {kept} bytes");
+    assert!(kept < 64 * 1024, "a dropped bank kept {kept} bytes");
+
     // A flood of 1,000,000 distinct tenants into max_tenants 10000.
     let b = bank(10_000);
     call(&b, "victim", Outcome::Failure);
