@@ -3407,4 +3407,49 @@ mod tests {
         w.record(wrapped, true);
         assert_eq!(w.totals(wrapped), (1, 1), "only the call of the new bucket");
     }
+
+    #[test]
+    fn c9_the_index_rotates_the_cell_a_full_bucket_gives_up_and_forgets_on_request() {
+        let idx = Index::try_new(64).expect("a small index");
+        let h = 0xabc0_0000_1234_5678u64;
+        let got = |h| idx.candidates(h).collect::<Vec<u32>>();
+        for slot in 1..=WAYS as u32 {
+            idx.remember(h, slot);
+        }
+        assert_eq!(got(h).len(), WAYS);
+        // Full: each newcomer replaces a cell in turn, never the one the
+        // newcomer before it took.
+        idx.remember(h, 101);
+        idx.remember(h, 102);
+        let cells = got(h);
+        assert!(cells.contains(&101) && cells.contains(&102), "{cells:?}");
+        assert_eq!(cells.len(), WAYS);
+        idx.forget(h, 102);
+        assert!(!got(h).contains(&102), "forgotten");
+        assert!(got(h).contains(&101), "only the cell forgotten");
+    }
+
+    #[test]
+    fn c9_every_tenant_of_a_full_table_is_found_on_the_fast_path() {
+        let n = 4000;
+        let t = Table::new(n, None);
+        let ids: Vec<String> = (0..n).map(|i| format!("tenant-{i}")).collect();
+        let slots: Vec<u32> = ids
+            .iter()
+            .map(|id| t.get_or_insert(id).expect("room").slot)
+            .collect();
+        let away = ids
+            .iter()
+            .zip(&slots)
+            .filter(|(id, &slot)| !home_slots(&t, id).contains(&slot))
+            .count();
+        assert!(
+            away > 0,
+            "no tenant away from home: the index is not exercised"
+        );
+        for (id, &slot) in ids.iter().zip(&slots) {
+            let found = t.lookup_known(id).map(|(r, _)| r.slot);
+            assert_eq!(found, Some(slot), "{id} ({away} tenants away from home)");
+        }
+    }
 }

@@ -75,7 +75,12 @@ fn c9_a_bank_whose_tables_cannot_be_allocated_is_a_config_error() {
     let err = Bank::try_with_clock(profile.clone(), ManualClock::new())
         .expect_err("the tables need more than the address space left");
     let msg = err.to_string();
-    assert!(msg.contains("allocate") && msg.contains("client_"), "{msg}");
+    assert!(
+        msg.contains("cannot allocate")
+            && msg.contains("client_")
+            && msg.contains("the allocator refused"),
+        "{msg}"
+    );
     // `Bank::new`'s infallible form panics with the same message: a Rust
     // caller chose it, and a panic unwinds where an abort would not.
     let panicked = std::panic::catch_unwind(|| Bank::with_clock(profile, ManualClock::new()))
