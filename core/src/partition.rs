@@ -3452,4 +3452,11 @@ mod tests {
             assert_eq!(found, Some(slot), "{id} ({away} tenants away from home)");
         }
     }
+
+    #[test]
+    fn a_table_debugs_as_its_capacity_and_live_count() {
+        let t = Table::new(8, None);
+        t.get_or_insert("a").expect("room");
+        assert_eq!(format!("{t:?}"), "Table { capacity: 8, live: 1 }");
+    }
 }
