@@ -3394,10 +3394,11 @@ mod tests {
     fn c5_a_bucket_whose_epoch_wraps_starts_afresh() {
         // Bucket epochs are 24 bits: with 1 ms buckets they wrap after
         // 2^24 ms (4.7 hours). The bucket of epoch 0 after the wrap is the
-        // one epoch 2^24 - 10 used, ten buckets before.
+        // one epoch 2^24 - 16 used, out of the window by then.
         let ms = 1_000_000u64;
         let w = Window::new(Duration::from_millis(10), 0);
-        let before = (B_EPOCH + 1 - BUCKETS as u64) * ms;
+        let before = (B_EPOCH + 1 - 16) * ms;
+        assert_eq!(w.epoch(before) % BUCKETS as u64, 0);
         for _ in 0..16 {
             w.record(before, false);
         }
