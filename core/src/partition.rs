@@ -210,7 +210,7 @@ impl Window {
         Duration::from_nanos(self.width_ns.saturating_mul(BUCKETS as u64))
     }
 
-    /// The bucket epoch of `now_ns`: `now_ns / width_ns`, by a multiply
+    /// The tick of `now_ns`: `now_ns / width_ns`, by a multiply
     /// with the width's rounded-up reciprocal instead of a division (the
     /// division was a tenth of a failure-rate call). The quotient can come
     /// out one too high only for `now_ns` within `now_ns / 2^64` widths of
@@ -218,24 +218,36 @@ impl Window {
     /// uptime): such a call is counted in the next bucket. Monotone in
     /// `now_ns` like the division, so buckets still follow time.
     #[inline]
+    fn tick(&self, now_ns: u64) -> u64 {
+        ((u128::from(now_ns) * u128::from(self.width_inv)) >> 64) as u64
+    }
+
+    /// The bucket epoch of `now_ns` as the buckets store it: [`Window::tick`]
+    /// in 24 bits. Ages are taken modulo 2^24, so a bucket is out of the
+    /// window whatever its epoch once its age reaches `BUCKETS`.
+    #[inline]
     fn epoch(&self, now_ns: u64) -> u64 {
-        let q = ((u128::from(now_ns) * u128::from(self.width_inv)) >> 64) as u64;
-        q & B_EPOCH
+        self.tick(now_ns) & B_EPOCH
     }
 
     /// Counts one call.
     #[inline]
     pub(crate) fn record(&self, now_ns: u64, failed: bool) {
-        if self.count(self.epoch(now_ns), failed) {
+        if self.count(self.tick(now_ns), failed) {
             self.void_passes();
         }
     }
 
-    /// Counts one call of epoch `e` in its bucket; whether that halved a
+    /// Counts one call of tick `t` in its bucket; whether that halved a
     /// full bucket.
     #[inline(always)]
-    fn count(&self, e: u64, failed: bool) -> bool {
-        let at = (e as usize) % BUCKETS;
+    fn count(&self, t: u64, failed: bool) -> bool {
+        // The bucket follows the whole tick, not its 24-bit epoch: 2^24 is
+        // not a multiple of `BUCKETS`, so at the epoch's wrap the masked
+        // value would reuse a bucket only six ticks old, dropping calls
+        // still in the window.
+        let at = (t % BUCKETS as u64) as usize;
+        let e = t & B_EPOCH;
         // Relaxed throughout: the counts are statistics; the trip itself is
         // decided by the word's CAS.
         if self.owned > 0 {
@@ -3181,6 +3193,9 @@ mod tests {
             rate in proptest::sample::select(vec![0.05, 0.1, 0.25, 1.0 / 3.0, 0.5, 0.75, 0.9, 1.0]),
             min_calls in 1u64..24,
             owned in proptest::sample::select(vec![0usize, 2]),
+            // From the clock's start, or twelve buckets before the 24-bit
+            // bucket epoch wraps (1 s buckets: after 194 days).
+            start in proptest::sample::select(vec![0u64, B_EPOCH + 1 - 12]),
             ops in proptest::collection::vec(
                 proptest::prop_oneof![
                     12 => proptest::bool::weighted(0.4).prop_map(WindowOp::Call),
@@ -3194,7 +3209,7 @@ mod tests {
             use proptest::prop_assert_eq;
             let w = Window::new(Duration::from_secs(10), owned);
             let mut r = ReferenceWindow::new(w.width_ns);
-            let mut now = 0u64;
+            let mut now = start * w.width_ns;
             for (i, op) in ops.iter().enumerate() {
                 match *op {
                     WindowOp::Advance(ms) => now += ms * 1_000_000,
@@ -3393,17 +3408,20 @@ mod tests {
     #[test]
     fn c5_a_bucket_whose_epoch_wraps_starts_afresh() {
         // Bucket epochs are 24 bits: with 1 ms buckets they wrap after
-        // 2^24 ms (4.7 hours). The bucket of epoch 0 after the wrap is the
-        // one epoch 2^24 - 16 used, out of the window by then.
+        // 2^24 ms (4.7 hours). The first tick after the wrap counts in the
+        // bucket tick 2^24 - 20 used, out of the window by then.
         let ms = 1_000_000u64;
         let w = Window::new(Duration::from_millis(10), 0);
-        let before = (B_EPOCH + 1 - 16) * ms;
-        assert_eq!(w.epoch(before) % BUCKETS as u64, 0);
+        let before = (B_EPOCH + 1 - 20) * ms;
+        let wrapped = (B_EPOCH + 1) * ms;
+        assert_eq!(
+            w.tick(before) % BUCKETS as u64,
+            w.tick(wrapped) % BUCKETS as u64
+        );
         for _ in 0..16 {
             w.record(before, false);
         }
         assert_eq!(w.totals(before), (16, 0));
-        let wrapped = (B_EPOCH + 1) * ms;
         assert_eq!(w.epoch(wrapped), 0);
         w.record(wrapped, true);
         assert_eq!(w.totals(wrapped), (1, 1), "only the call of the new bucket");
