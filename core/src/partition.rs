@@ -3478,4 +3478,244 @@ mod tests {
         t.get_or_insert("a").expect("room");
         assert_eq!(format!("{t:?}"), "Table { capacity: 8, live: 1 }");
     }
+
+    /// Counts one failure in a partition's word: closed, not idle.
+    fn mark_used(part: &Partition) {
+        part.cell.update(|w| {
+            let n = w.with_count(1);
+            Step::Install(n, n)
+        });
+    }
+
+    #[test]
+    fn c9_an_insert_is_admitted_on_the_closed_word_it_made_and_only_then() {
+        let t = Table::new(4, None);
+        let a = t.get_or_insert("a").expect("room");
+        assert!(
+            a.made_closed,
+            "a new tenant's first call rides its fresh word"
+        );
+        let w = a.part.cell.load();
+        assert_eq!(
+            (w.phase(), w.generation()),
+            (Phase::Closed, a.owner.generation)
+        );
+        assert_eq!(
+            t.owner_name(a.slot, a.part, a.owner.generation).as_deref(),
+            Some("a"),
+            "the tenure began with that word"
+        );
+        let again = t.get_or_insert("a").expect("found");
+        assert_eq!(again.slot, a.slot);
+        assert!(!again.made_closed, "found, not made");
+        t.forced_all.store(true, Ordering::SeqCst);
+        let b = t.get_or_insert("b").expect("room");
+        assert_eq!(b.part.cell.load().phase(), Phase::ForcedOpen);
+        assert!(!b.made_closed, "made forced open");
+    }
+
+    #[test]
+    fn c11_an_insert_settles_on_the_operator_action_it_raced_unless_its_tenant_moved_on() {
+        let t = Table::new(4, None);
+        let a = t.get_or_insert("a").expect("room");
+        let (part, key) = (a.part, a.owner.key);
+        let fresh = part.cell.load();
+        let hint = || t.evictable_epoch.load(Ordering::Relaxed);
+        // force_open(None) stored its flag after the insert read it.
+        t.forced_all.store(true, Ordering::SeqCst);
+        let before = hint();
+        let forced = t.settle_forced(part, fresh, key);
+        assert_eq!(forced.phase(), Phase::ForcedOpen);
+        assert_eq!(part.cell.load(), forced);
+        assert_eq!(hint(), before, "forced open: nothing became evictable");
+        // Then reset(None): closed, and evictable again.
+        t.forced_all.store(false, Ordering::SeqCst);
+        let closed = t.settle_forced(part, forced, key);
+        assert_eq!(closed.phase(), Phase::Closed);
+        assert!(hint() > before, "a settled close is evictable");
+        // A word of a later episode (here a trip) already decided for it.
+        let tripped = part.cell.update(|w| {
+            let n = w.transition(Phase::Open);
+            Step::Install(n, n)
+        });
+        t.forced_all.store(true, Ordering::SeqCst);
+        assert_eq!(t.settle_forced(part, closed, key), tripped);
+        assert_eq!(part.cell.load(), tripped, "left as it is");
+    }
+
+    #[test]
+    fn c9_a_lookup_through_the_shards_leaves_a_completed_tenant_as_it_is() {
+        let t = Table::new(4, None);
+        let a = t.get_or_insert("a").expect("room");
+        mark_used(a.part);
+        let before = a.part.cell.load();
+        let key = t.key_words("a");
+        let r = t
+            .lookup_sharded("a", t.hash_key(key), key)
+            .expect("published");
+        assert_eq!(r.slot, a.slot);
+        assert_eq!(a.part.cell.load(), before, "found, not made afresh");
+    }
+
+    #[test]
+    fn c9_a_tenants_homes_are_two_pairs_of_neighbouring_slots() {
+        for n in [1, 3, 17, 1000] {
+            let t = Table::new(n, None);
+            for i in 0..1000 {
+                let key = t.key_words(&format!("tenant-{i}"));
+                let o = t.home_order(t.hash_key(key));
+                assert!(o.iter().all(|&i| i < t.arena.slots), "{o:?}");
+                assert_eq!((o[0] ^ 1, o[2] ^ 1), (o[1], o[3]), "{n} tenants: {o:?}");
+            }
+        }
+    }
+
+    /// The slot the shard of `hash` publishes for `tenant`, if any.
+    fn published(t: &Table, hash: u64, tenant: &str) -> Option<u32> {
+        let guard = epoch::pin();
+        let shard = t.shard(hash).load(Ordering::Acquire, &guard);
+        // SAFETY: shards are never null while the table lives; the guard
+        // keeps this one alive.
+        let shard = unsafe { shard.deref() };
+        shard
+            .map
+            .find(hash, |e| e.hash() == hash && e.is(tenant, pack_key(tenant)))
+            .map(Entry::slot)
+    }
+
+    #[test]
+    fn c9_tenants_whose_hashes_collide_keep_their_own_entries() {
+        // Two 64-bit hashes meet by chance about once in 2^32 pairs of a
+        // million tenants; the entries must still name each its own.
+        let long = |c: char| format!("{c}-{}", "x".repeat(40));
+        for (a, b) in [("a".to_string(), "b".to_string()), (long('a'), long('b'))] {
+            let t = Table::new(8, None);
+            let h = 0x0123_4567_89ab_cdef;
+            let sa = t.get_or_insert(&a).expect("room").slot;
+            let sb = t.get_or_insert(&b).expect("room").slot;
+            for (id, slot) in [(&a, sa), (&b, sb)] {
+                let entry = Entry::new(h, id, pack_key(id), slot);
+                assert!(
+                    t.publish(entry, t.key_words(id)),
+                    "{id} published at {h:#x}"
+                );
+            }
+            for (id, slot) in [(&a, sa), (&b, sb)] {
+                assert_eq!(published(&t, h, id), Some(slot), "{id}'s entry");
+                let key = t.key_words(id);
+                let found = t.lookup_sharded(id, h, key).map(|r| r.slot);
+                assert_eq!(found, Some(slot), "{id} looked up at {h:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn c9_a_publish_replaces_stale_entries_and_yields_only_to_a_live_inserter() {
+        let t = Table::new(8, None);
+        let a = t.get_or_insert("a").expect("room");
+        let key = t.key_words("a");
+        let hash = t.hash_key(key);
+        let entry = |slot| Entry::new(hash, "a", pack_key("a"), slot);
+        // An entry naming the very slot the publisher holds is stale.
+        assert!(t.publish(entry(a.slot), key), "its own slot again");
+        // a's live partition wins over another slot.
+        let s = t.claim_spare().expect("a free slot");
+        assert!(!t.publish(entry(s), key), "a's live partition stays");
+        assert_eq!(published(&t, hash, "a"), Some(a.slot));
+        // An entry of z's naming a slot another tenant (c) took since is
+        // stale: z's inserter replaces it.
+        let c = t.get_or_insert("c").expect("room");
+        let z = t.key_words("z");
+        let z_hash = t.hash_key(z);
+        let z_entry = |slot| Entry::new(z_hash, "z", pack_key("z"), slot);
+        assert!(t.publish(z_entry(c.slot), z));
+        assert!(t.publish(z_entry(s), z), "over c's slot");
+        assert_eq!(published(&t, z_hash, "z"), Some(s));
+    }
+
+    #[test]
+    fn c9_unpublishing_an_entry_no_longer_there_leaves_the_tenants_live_one() {
+        let t = Table::new(8, None);
+        let a = t.get_or_insert("a").expect("room");
+        let key = t.key_words("a");
+        let hash = t.hash_key(key);
+        let elsewhere = if a.slot == 1 { 2 } else { 1 };
+        t.unpublish(&Entry::new(hash, "a", pack_key("a"), elsewhere));
+        assert_eq!(published(&t, hash, "a"), Some(a.slot));
+        assert_eq!(t.lookup("a").map(|r| r.slot), Some(a.slot));
+    }
+
+    #[test]
+    fn c9_the_overflows_slot_names_no_tenant() {
+        let t = Table::new(4, None);
+        let a = t.get_or_insert("a").expect("room");
+        assert_eq!(t.key_of(a.slot, a.part).as_deref(), Some("a"));
+        assert_eq!(t.key_of(0, a.part), None, "slot 0 is the overflow's");
+    }
+
+    #[test]
+    fn c9_each_table_keys_its_fingerprints_afresh() {
+        // Fixed keys would let callers choose ids whose fingerprints meet.
+        let id = "a-tenant-id-longer-than-sixteen-bytes";
+        let (t, u) = (Table::new(1, None), Table::new(1, None));
+        assert!(is_fingerprint(t.key_words(id)));
+        assert_ne!(t.key_words(id), u.key_words(id));
+        assert!(!is_fingerprint(t.key_words("short")), "a packed id");
+    }
+
+    #[test]
+    fn c9_a_spare_slot_is_searched_from_a_rotating_start_over_every_slot() {
+        let t = Table::new(4, None);
+        let n = t.arena.slots as u32;
+        assert!(t.claim(1));
+        let first = t.claim_spare().expect("seven slots free");
+        assert_ne!(first, 1);
+        // Every slot but one held: each search still finds it.
+        for free in 2..=n {
+            let t = Table::new(4, None);
+            for slot in (1..=n).filter(|&s| s != free) {
+                assert!(t.claim(slot));
+            }
+            assert_eq!(t.claim_spare(), Some(free));
+        }
+    }
+
+    fn shard_of(t: &Table, id: &str) -> usize {
+        ((t.hash_key(t.key_words(id)) >> 32) as usize) & (t.shards.len() - 1)
+    }
+
+    #[test]
+    fn c9_a_scan_prefers_an_idle_partition_of_its_first_shards_then_takes_a_used_one() {
+        // The first scan starts at shard 0: an idle partition among the
+        // first EVICT_SCAN_FIRST shards goes first (C9's order); past
+        // them the scan settles for the least recently used, so one
+        // admission's scan stays bounded.
+        let last = EVICT_SCAN_FIRST - 1;
+        for (at, idle_goes) in [(1, true), (last, true), (last + 1, false), (15, false)] {
+            let t = Table::new(512, None);
+            assert_eq!(t.shards.len(), 16);
+            let ids: Vec<String> = (0..512).map(|i| format!("t{i}")).collect();
+            let idle = ids
+                .iter()
+                .find(|id| shard_of(&t, id) == at)
+                .expect("a tenant in every shard")
+                .clone();
+            for id in &ids {
+                let r = t.get_or_insert(id).expect("room");
+                if *id != idle {
+                    mark_used(r.part);
+                }
+            }
+            t.get_or_insert("newcomer").expect("a victim");
+            let gone: Vec<&String> = ids.iter().filter(|id| t.lookup(id).is_none()).collect();
+            assert_eq!(gone.len(), 1, "{gone:?}");
+            assert_eq!(
+                *gone[0] == idle,
+                idle_goes,
+                "idle {idle} in shard {at}; evicted {} of shard {}",
+                gone[0],
+                shard_of(&t, gone[0])
+            );
+        }
+    }
 }

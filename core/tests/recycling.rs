@@ -63,6 +63,26 @@ fn c10_c9_an_expired_deadline_neither_inserts_nor_evicts() {
 }
 
 #[test]
+fn c9_c10_a_new_tenant_is_named_for_the_overflow_only_while_the_table_is_known_full() {
+    let bank = tenant_bank(1, 2);
+    let dep = bank.dependency("payments_client").unwrap();
+    fail(&dep, Some("a"), 1);
+    assert_eq!(dep.breaker_of(Some("z")), "z", "room left");
+    fail(&dep, Some("b"), 1);
+    assert_eq!(
+        dep.breaker_of(Some("z")),
+        "z",
+        "full of open partitions, but no admission has found it so yet"
+    );
+    admitted(dep.admit(Some("c"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(overflowed(&bank), 1, "c went to the overflow");
+    assert_eq!(dep.breaker_of(Some("z")), "<overflow>");
+    assert_eq!(dep.breaker_of(Some("a")), "a", "a tenant in the table");
+    dep.reset(Some("a"));
+    assert_eq!(dep.breaker_of(Some("z")), "z", "a reset made a evictable");
+}
+
+#[test]
 fn c9_a_failure_rate_tenant_with_calls_in_its_window_is_not_idle() {
     // 40 tables: a failing tenant must never be evicted while an idle one
     // stays (the scan order varies with each table's seed).
