@@ -56,7 +56,9 @@
 //!   those probes are dropped, exactly `probe_budget` again.
 //! - **Memory stays flat (C9).** The live heap (a counting allocator,
 //!   sampled every 100 ms) in the first and last tenths after a warm-up
-//!   (medians) differ by less than [`HEAP_GROWTH_BOUND`];
+//!   (medians) differ by less than [`HEAP_GROWTH_BOUND`] (judged in runs
+//!   long enough for [`MIN_HEAP_SAMPLES`] a tenth; `memory.rs` tests what
+//!   a dropped bank gives back);
 //!   the metrics never list more than `max_tenants` partitions plus the
 //!   overflow.
 //!
@@ -109,6 +111,11 @@ const RECOVERY_BOUND_H: u64 = 1000;
 /// even a few bytes per slot hand-over or per call would pass it within
 /// seconds; allocator arenas and the epoch collector's bags stay below it.
 const HEAP_GROWTH_BOUND: u64 = 16 << 20;
+/// Samples each tenth needs before the heap's growth is judged (a run of
+/// about 6 s or more): a median of fewer is one moment of the epoch
+/// collector's backlog, which on a loaded machine (cargo-mutants' 2-second
+/// soaks, two at once) passed the bound with no leak at all.
+const MIN_HEAP_SAMPLES: usize = 5;
 /// Findings kept in full per family (the rest are counted).
 const KEPT: usize = 20;
 
@@ -1079,7 +1086,8 @@ fn soak() -> Report {
     let heap_warm = median(&heap_samples[..tenth]);
     let heap_end = median(&heap_samples[heap_samples.len() - tenth..]);
     let growth = heap_end.saturating_sub(heap_warm);
-    if growth >= HEAP_GROWTH_BOUND {
+    let judged = tenth >= MIN_HEAP_SAMPLES;
+    if judged && growth >= HEAP_GROWTH_BOUND {
         sh.findings.add(Family::Memory, || {
             format!(
                 "live heap grew by {growth} bytes from the first tenth after the warm-up \
@@ -1109,7 +1117,7 @@ fn soak() -> Report {
          served by the overflow, overflow admissions {overflow:?}, {} operator actions, \
          {} state checks, {} events ({} dropped), {} clock steps of {STEP:?}, {slots_checked} \
          partitions checked for slot leaks; live heap {} KiB after warm-up, {} KiB in the last \
-         tenth ({:+} KiB), resident set peak {} KiB, by tenths of the run {series:?} MiB; metrics listed at \
+         tenth ({:+} KiB{}), resident set peak {} KiB, by tenths of the run {series:?} MiB; metrics listed at \
          most {} tenant partitions, {} snapshots more than max_tenants, {} a tenant twice",
         g(&st.admitted),
         g(&st.refused_open),
@@ -1128,6 +1136,11 @@ fn soak() -> Report {
         heap_warm >> 10,
         heap_end >> 10,
         (heap_end as i64 - heap_warm as i64) >> 10,
+        if judged {
+            ""
+        } else {
+            ", not judged: too few samples"
+        },
         rss_max >> 10,
         g(&st.listed_max),
         g(&st.listed_over),
