@@ -2919,6 +2919,57 @@ mod tests {
     }
 
     #[test]
+    fn c5_the_thread_one_past_the_owned_copies_counts_in_the_shared_one_by_cas() {
+        // The window has as many owned copies as the lowest index above 0
+        // a thread here holds: that thread counts in the shared copy with
+        // the threads of higher indices and those that hold none (there
+        // are more threads than indices), all by CAS. A plain store of its
+        // would lose theirs (in most rounds: the threads must overlap).
+        const THREADS: usize = thread_index::MAX + 4;
+        const CALLS: u64 = 200_000;
+        for round in 0..5 {
+            let window = std::sync::OnceLock::new();
+            let held = std::sync::Mutex::new(Vec::new());
+            let (ready, go) = (
+                std::sync::Barrier::new(THREADS + 1),
+                std::sync::Barrier::new(THREADS + 1),
+            );
+            std::thread::scope(|s| {
+                for _ in 0..THREADS {
+                    s.spawn(|| {
+                        if let Some(i) = thread_index::get() {
+                            held.lock().expect("not poisoned").push(i);
+                        }
+                        ready.wait();
+                        go.wait();
+                        let w: &Window = window.get().expect("made before go");
+                        // Over all ten buckets, none near the count that
+                        // halves.
+                        for c in 0..CALLS {
+                            w.record(c % 10 * w.width_ns, c % 4 == 0);
+                        }
+                    });
+                }
+                ready.wait();
+                let held = held.lock().expect("not poisoned");
+                let owned = *held
+                    .iter()
+                    .filter(|&&i| i > 0)
+                    .min()
+                    .expect("a thread here holds an index above 0");
+                assert!(held.len() < THREADS, "some threads hold no index");
+                window
+                    .set(Window::new(Duration::from_secs(10), owned))
+                    .expect("set once");
+                go.wait();
+            });
+            let n = THREADS as u64 * CALLS;
+            let w = window.get().expect("made");
+            assert_eq!(w.totals(9 * w.width_ns), (n, n / 4), "round {round}");
+        }
+    }
+
+    #[test]
     fn c5_epoch_by_reciprocal_matches_division_but_at_bucket_ends() {
         for window_ms in [1u64, 7, 10, 333, 10_000, 3_600_000] {
             let w = Window::new(Duration::from_millis(window_ms), 0);
