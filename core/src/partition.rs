@@ -3661,6 +3661,26 @@ mod tests {
     }
 
     #[test]
+    fn c9_a_long_id_is_named_by_its_own_entry_among_colliding_ones() {
+        // A long id's name is read from the entry of its hash and slot: an
+        // entry of another id with the same hash, met first, is not it.
+        let (a, b) = (
+            format!("a-{}", "x".repeat(40)),
+            format!("b-{}", "x".repeat(40)),
+        );
+        let t = Table::new(8, None);
+        let ra = t.get_or_insert(&a).expect("room");
+        let rb = t.get_or_insert(&b).expect("room");
+        let ha = t.hash_key(t.key_words(&a));
+        // b's entry forged at a's hash, then a's published again: a's
+        // comes after b's in the shard.
+        assert!(t.publish(Entry::new(ha, &b, None, rb.slot), t.key_words(&b)));
+        assert!(t.publish(Entry::new(ha, &a, None, ra.slot), t.key_words(&a)));
+        assert_eq!(t.key_of(ra.slot, ra.part).as_deref(), Some(a.as_str()));
+        assert_eq!(t.key_of(rb.slot, rb.part).as_deref(), Some(b.as_str()));
+    }
+
+    #[test]
     fn c9_a_publish_replaces_stale_entries_and_yields_only_to_a_live_inserter() {
         let t = Table::new(8, None);
         let a = t.get_or_insert("a").expect("room");

@@ -97,10 +97,23 @@ fn c9_memory_per_partition_and_after_a_flood() {
             held > 10_000 * 128,
             "{held} bytes for 10,000 failing tenants"
         );
+        // Tenants' own operator actions under a dependency-wide one: the
+        // table keeps each in its override map, dropped with the bank.
+        dep.force_open(None);
+        let before_overrides = live();
+        for t in &names[..4000] {
+            dep.reset(Some(t));
+        }
+        flush();
+        let overrides = live() - before_overrides;
+        assert!(
+            overrides > 64 * 1024,
+            "{overrides} bytes for 4,000 tenants' resets"
+        );
     }
     flush();
     let kept = live() - before;
-    println!("a dropped bank of 10,000 failing tenants kept {kept} bytes");
+    println!("a dropped bank of 10,000 failing tenants and 4,000 overrides kept {kept} bytes");
     assert!(kept < 64 * 1024, "a dropped bank kept {kept} bytes");
 
     // A flood of 1,000,000 distinct tenants into max_tenants 10000.

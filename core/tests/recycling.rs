@@ -102,6 +102,19 @@ fn c9_a_failure_rate_tenant_with_calls_in_its_window_is_not_idle() {
 }
 
 #[test]
+fn c9_the_least_recently_used_closed_tenant_goes_first() {
+    // Both tenants closed with a call in their windows (not idle); a was
+    // used before b and not since.
+    let (bank, _clock) = rate_bank(10, 2);
+    let dep = bank.dependency("payments_client").unwrap();
+    for t in ["a", "b"] {
+        admitted(dep.admit(Some(t), None).unwrap()).record(Outcome::Success);
+    }
+    admitted(dep.admit(Some("c"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(partitions(&bank), ["b", "c"]);
+}
+
+#[test]
 fn c9_a_full_table_of_closed_partitions_evicts_rather_than_overflowing() {
     for round in 0..50 {
         let bank = tenant_bank(5, 3);
