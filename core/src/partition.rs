@@ -1170,11 +1170,15 @@ impl std::fmt::Display for OutOfMemory {
 
 /// `Box::new(value)`, with a refusal returned instead of aborting.
 fn try_box<T>(value: T) -> Result<Box<T>, OutOfMemory> {
+    // The allocator takes no zero-sized request; every caller boxes data.
+    const {
+        assert!(
+            std::mem::size_of::<T>() != 0,
+            "try_box of a zero-sized type"
+        )
+    };
     let layout = std::alloc::Layout::new::<T>();
-    if layout.size() == 0 {
-        return Ok(Box::new(value));
-    }
-    // SAFETY: the layout has a non-zero size.
+    // SAFETY: the layout has a non-zero size (checked at compile time).
     let p = unsafe { std::alloc::alloc(layout) }.cast::<T>();
     if p.is_null() {
         return Err(OutOfMemory {
@@ -1189,6 +1193,16 @@ fn try_box<T>(value: T) -> Result<Box<T>, OutOfMemory> {
         p.write(value);
         Ok(Box::from_raw(p))
     }
+}
+
+/// An empty `Vec` with room for exactly `n` items, with a refusal
+/// returned instead of aborting.
+fn try_vec<T>(n: usize) -> Result<Vec<T>, OutOfMemory> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| OutOfMemory {
+        bytes: std::alloc::Layout::array::<T>(n).map_or(usize::MAX, |l| l.size()),
+    })?;
+    Ok(v)
 }
 
 /// A shard entry: the partition's slot, the id's hash (so rebuilding a
@@ -1563,34 +1577,19 @@ impl Table {
     pub(crate) fn try_new(capacity: u32, window: Option<Duration>) -> Result<Self, OutOfMemory> {
         let index = Index::try_new(capacity)?;
         let arena = Arena::try_new(2 * capacity as usize)?;
-        let mut tenures = Vec::new();
-        tenures
-            .try_reserve_exact(arena.slots)
-            .map_err(|_| OutOfMemory {
-                bytes: arena.slots * std::mem::size_of::<AtomicU64>(),
-            })?;
+        let mut tenures = try_vec(arena.slots)?;
         tenures.extend((0..arena.slots).map(|_| AtomicU64::new(0)));
         let shards_wanted = Self::shards_for(capacity);
         let shard_bits = shards_wanted.trailing_zeros();
         // Boxes first: an `epoch::Atomic` does not free what it points to,
         // so only a complete set is moved into them.
-        let mut boxes = Vec::new();
-        boxes
-            .try_reserve_exact(shards_wanted)
-            .map_err(|_| OutOfMemory {
-                bytes: shards_wanted * std::mem::size_of::<Box<Shard>>(),
-            })?;
+        let mut boxes = try_vec(shards_wanted)?;
         for _ in 0..shards_wanted {
             boxes.push(try_box(Shard {
                 map: hashbrown::HashTable::new(),
             })?);
         }
-        let mut shards = Vec::new();
-        shards
-            .try_reserve_exact(shards_wanted)
-            .map_err(|_| OutOfMemory {
-                bytes: shards_wanted * std::mem::size_of::<epoch::Atomic<Shard>>(),
-            })?;
+        let mut shards = try_vec(shards_wanted)?;
         shards.extend(
             boxes
                 .into_iter()
@@ -3521,6 +3520,21 @@ mod tests {
             let found = t.lookup_known(id).map(|(r, _)| r.slot);
             assert_eq!(found, Some(slot), "{id} ({away} tenants away from home)");
         }
+    }
+
+    #[test]
+    fn c9_a_vec_the_allocator_refuses_is_an_error_naming_its_bytes() {
+        // 2^60 bytes: past any address space, refused by every allocator.
+        assert_eq!(
+            try_vec::<u64>(1 << 57).map(|v| v.capacity()),
+            Err(OutOfMemory { bytes: 1 << 60 })
+        );
+        assert_eq!(
+            try_vec::<u64>(usize::MAX / 4).map(|v| v.capacity()),
+            Err(OutOfMemory { bytes: usize::MAX }),
+            "a size past usize::MAX is named as usize::MAX"
+        );
+        assert_eq!(try_vec::<u64>(1000).map(|v| v.capacity()), Ok(1000));
     }
 
     #[test]
