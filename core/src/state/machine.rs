@@ -750,6 +750,29 @@ mod tests {
         assert_eq!(a, Admission::Reclaim { probes: 2 });
         assert_eq!(n.phase(), Phase::HalfOpen);
         assert!(admit_transition(open, Some(n)).is_some());
+        // ... but a slot free, or the probes young: half-open and a probe
+        // taken, or refused for the budget.
+        let (n, a) = admit(half.with_probes(1).transition(Phase::Open), &p, &mut e);
+        assert!(matches!(a, Admission::Admit { probe: true, .. }), "{a:?}");
+        assert_eq!(
+            n.map(|n| (n.phase(), n.probes())),
+            Some((Phase::HalfOpen, 2))
+        );
+        let (n, a) = admit(open, &p, &mut ProbeEnv(false));
+        assert!(
+            matches!(
+                a,
+                Admission::Refuse {
+                    refusal: Refusal::ProbeBudget,
+                    ..
+                }
+            ),
+            "{a:?}"
+        );
+        assert_eq!(
+            n.map(|n| (n.phase(), n.probes())),
+            Some((Phase::HalfOpen, 2))
+        );
         assert!(
             admit_transition(half, Some(frozen)).is_none(),
             "frozen reads half-open"
