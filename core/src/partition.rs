@@ -2052,7 +2052,7 @@ impl Table {
             if self.publish(Entry::new(hash, tenant, short, slot), key) {
                 self.remember(hash, key, slot);
                 let fresh = self.complete(part, pending, key);
-                let fresh = self.settle_forced(part, fresh, key);
+                let fresh = self.settle_forced(part, fresh, key, generation);
                 return Some(Resolved {
                     made_closed: fresh.phase() == Phase::Closed && fresh.generation() == generation,
                     ..Resolved::seen(slot, part, key, fresh)
@@ -2068,18 +2068,23 @@ impl Table {
         }
     }
 
-    /// A tenant just published with word `fresh`, made closed or forced
-    /// open after `forced_all` and the tenant's own entry in `overrides` as
-    /// the insert read it, brought in line with them as they are now (C11). A dependency-wide `force_open` or
-    /// `reset` stores the flag, then (after a `SeqCst` fence) walks the
-    /// live partitions; an insert stores its word and publishes it, then
-    /// (after a `SeqCst` fence) reads the flag here. By the fences, the
-    /// walk sees this tenant or this read sees the new flag: an operator
-    /// action racing an insert is never lost. Applied only while the
-    /// partition is still in the episode it was made in; anything since
-    /// (the walk's own action included) already decided for it.
-    fn settle_forced(&self, part: &Partition, fresh: Word, key: Key) -> Word {
+    /// A tenant just published, whose first word (of `generation`) was
+    /// made closed or forced open after `forced_all` and the tenant's own
+    /// entry in `overrides` as its completion read them, brought in line
+    /// with them as they are now (C11); `fresh` is the word the inserter's
+    /// completion found. A dependency-wide `force_open` or `reset` stores
+    /// the flag, then (after a `SeqCst` fence) walks the live partitions;
+    /// an insert stores its word and publishes it, then (after a `SeqCst`
+    /// fence) reads the flag here. By the fences, the walk sees this
+    /// tenant or this read sees the new flag: an operator action racing an
+    /// insert is never lost. Applied only to the first word: anything
+    /// since already decided for the tenant (the walk's own action; a
+    /// `force_open(t)` whose lookup completed the insert; a trip).
+    fn settle_forced(&self, part: &Partition, fresh: Word, key: Key, generation: u64) -> Word {
         crate::sync::fence(Ordering::SeqCst);
+        if fresh.generation() != generation {
+            return fresh;
+        }
         // SeqCst: see above.
         let want = if self.key_starts_forced(key) {
             Phase::ForcedOpen
@@ -2090,7 +2095,7 @@ impl Table {
             return fresh;
         }
         let settled = part.cell.update(|w| {
-            if w.generation() != fresh.generation() {
+            if w.generation() != generation {
                 return Step::Keep(w);
             }
             let next = w.transition(want).with_trips(0);
@@ -3581,31 +3586,71 @@ mod tests {
 
     #[test]
     fn c11_an_insert_settles_on_the_operator_action_it_raced_unless_its_tenant_moved_on() {
+        let hint = |t: &Table| t.evictable_epoch.load(Ordering::Relaxed);
+        // force_open(None) stored its flag after the insert read it.
         let t = Table::new(4, None);
         let a = t.get_or_insert("a").expect("room");
-        let (part, key) = (a.part, a.owner.key);
-        let fresh = part.cell.load();
-        let hint = || t.evictable_epoch.load(Ordering::Relaxed);
-        // force_open(None) stored its flag after the insert read it.
+        let (part, key, g) = (a.part, a.owner.key, a.owner.generation);
+        let first = part.cell.load();
         t.forced_all.store(true, Ordering::SeqCst);
-        let before = hint();
-        let forced = t.settle_forced(part, fresh, key);
+        let before = hint(&t);
+        let forced = t.settle_forced(part, first, key, g);
         assert_eq!(forced.phase(), Phase::ForcedOpen);
         assert_eq!(part.cell.load(), forced);
-        assert_eq!(hint(), before, "forced open: nothing became evictable");
-        // Then reset(None): closed, and evictable again.
+        assert_eq!(hint(&t), before, "forced open: nothing became evictable");
+        // reset(None) cleared it after an insert read it set: closed, and
+        // evictable again.
+        let t = Table::new(4, None);
+        t.forced_all.store(true, Ordering::SeqCst);
+        let b = t.get_or_insert("b").expect("room");
+        let (part, key, g) = (b.part, b.owner.key, b.owner.generation);
+        let first = part.cell.load();
+        assert_eq!(first.phase(), Phase::ForcedOpen);
         t.forced_all.store(false, Ordering::SeqCst);
-        let closed = t.settle_forced(part, forced, key);
+        let before = hint(&t);
+        let closed = t.settle_forced(part, first, key, g);
         assert_eq!(closed.phase(), Phase::Closed);
-        assert!(hint() > before, "a settled close is evictable");
-        // A word of a later episode (here a trip) already decided for it.
+        assert!(hint(&t) > before, "a settled close is evictable");
+        // A word of a later episode (here a trip) already decided for it,
+        // whether the completion found the first word or the later one.
         let tripped = part.cell.update(|w| {
             let n = w.transition(Phase::Open);
             Step::Install(n, n)
         });
-        t.forced_all.store(true, Ordering::SeqCst);
-        assert_eq!(t.settle_forced(part, closed, key), tripped);
+        assert_eq!(t.settle_forced(part, first, key, g), tripped);
+        assert_eq!(t.settle_forced(part, tripped, key, g), tripped);
         assert_eq!(part.cell.load(), tripped, "left as it is");
+    }
+
+    #[test]
+    fn c11_a_tenant_forced_open_while_its_insert_settles_stays_forced() {
+        // The steps of `insert`, with the operator between the publish and
+        // the inserter's completion: its lookup completes the tenant and
+        // `force_open(a)` forces that first word.
+        use crate::state::machine;
+        let t = Table::new(4, None);
+        let key = t.key_words("a");
+        let hash = t.hash_key(key);
+        let slot = t.alloc_slot(hash, &|| 0).expect("room");
+        let part = t.get(slot).expect("a tenant slot");
+        let generation = part.cell.load().generation() + 2;
+        t.begin_tenure(slot, generation);
+        part.set_owner(key, 1, t.window, generation);
+        let pending = part.cell.hand_over(Phase::Pending);
+        assert!(t.publish(Entry::new(hash, "a", pack_key("a"), slot), key));
+        let r = t.lookup("a").expect("published, completed by the lookup");
+        assert_eq!(r.owner.generation, generation);
+        part.cell
+            .operate(machine::force_open, |w| part.owned_by(w, r.owner))
+            .expect("forced");
+        let fresh = t.complete(part, pending, key);
+        let settled = t.settle_forced(part, fresh, key, generation);
+        assert_eq!(
+            settled.phase(),
+            Phase::ForcedOpen,
+            "the operator's force kept"
+        );
+        assert_eq!(part.cell.load().phase(), Phase::ForcedOpen);
     }
 
     #[test]

@@ -232,6 +232,42 @@ fn c11_reset_one_tenant_racing_its_insert_under_a_force_of_all_is_not_lost() {
     );
 }
 
+/// A per-tenant `force_open(Some(t))` racing t's first admission, which
+/// inserts it. `max_tenants: 3`. The operator's own lookup may complete
+/// the insert (published, still pending) and force the word before the
+/// inserter settles it against the dependency-wide rule: the settle must
+/// leave a word of a later episode alone. After the join t reads forced
+/// open and is refused as such.
+#[test]
+fn c11_force_open_one_tenant_racing_its_insert_is_not_lost() {
+    let profile = profile(Scope::Tenant { max_tenants: 3 }, 1, 1, 1);
+    explore_bounded(
+        "c11_force_open_one_tenant_racing_its_insert_is_not_lost",
+        2,
+        move || {
+            let w = World::new(&profile);
+            let dep = w.dep.clone();
+            let newcomer =
+                thread::spawn(move || admitted_or_forced(dep.admit(Some(NEW), None).unwrap()));
+            w.dep.force_open(Some(NEW));
+            let permit = newcomer.join().unwrap();
+            let state = w.dep.state(Some(NEW)).unwrap();
+            assert_eq!(
+                state,
+                State::ForcedOpen,
+                "C11 violated: force_open(t) racing t's insert lost; t reads {state:?}"
+            );
+            match w.dep.admit(Some(NEW), None).unwrap() {
+                Decision::Rejected(r) => assert_eq!(r.reason, RejectReason::ForcedOpen),
+                Decision::Admitted(_) => panic!("C11 violated: a forced-open tenant was admitted"),
+            }
+            if let Some(p) = permit {
+                w.dep.record_raw(p, Outcome::Success);
+            }
+        },
+    );
+}
+
 /// A per-tenant `force_open(Some(a))` racing an owner change of `a`'s
 /// slot. `max_tenants: 1`; setup: `a` holds the only slot, closed and
 /// idle. Concurrently: the operator forces `a` open while new tenant `b`
