@@ -4,7 +4,10 @@
 #                    under 5 min on 2 cores, build included)
 #   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3, and the
 #                    ignored ones (much longer; run by hand before touching
-#                    state/ or partition.rs)
+#                    state/ or partition.rs); models capped at a lower
+#                    bound keep their cap
+#   make loom-uncapped  every model at LOOM_MAX_PREEMPTIONS=2, the capped
+#                    ones too (hours; LOOM_FILTER=name picks models)
 #   make loom-index  only the tenant-index model (about 1 min; ignored by
 #                    `make loom`, see loom-tests/tests/loom_models/c9.rs)
 #
@@ -18,7 +21,9 @@ LOOM_RUSTFLAGS ?= --cfg loom --cfg crossbeam_loom
 LOOM_CARGO = RUSTFLAGS="$(LOOM_RUSTFLAGS)" CARGO_TARGET_DIR=$(LOOM_TARGET_DIR) \
 	$(CARGO) test --release -p breakerbank-loom-tests --test loom_models
 
-.PHONY: loom loom-deep loom-index
+LOOM_FILTER ?=
+
+.PHONY: loom loom-deep loom-index loom-uncapped
 
 loom:
 	LOOM_MAX_PREEMPTIONS=2 $(LOOM_CARGO) -- --nocapture
@@ -28,3 +33,6 @@ loom-deep:
 
 loom-index:
 	LOOM_MAX_PREEMPTIONS=2 $(LOOM_CARGO) -- --nocapture --ignored c9_index
+
+loom-uncapped:
+	LOOM_UNCAPPED=1 LOOM_MAX_PREEMPTIONS=2 $(LOOM_CARGO) -- --nocapture $(LOOM_FILTER)
