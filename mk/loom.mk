@@ -7,7 +7,7 @@
 #                    state/ or partition.rs); models capped at a lower
 #                    bound keep their cap
 #   make loom-uncapped  every model at LOOM_MAX_PREEMPTIONS=2, the capped
-#                    ones too (hours; LOOM_FILTER=name picks models)
+#                    ones too (about 20 min; LOOM_FILTER=name picks models)
 #   make loom-index  only the tenant-index model (about 1 min; ignored by
 #                    `make loom`, see loom-tests/tests/loom_models/c9.rs)
 #
