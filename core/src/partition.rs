@@ -2037,18 +2037,7 @@ impl Table {
         loop {
             let slot = self.alloc_slot(hash, now_ns)?;
             let part = self.get(slot)?;
-            // Relaxed: an eviction hint.
-            let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
-            // Vacant, then pending, then the tenant's first word: two
-            // generations on from the held word.
-            let generation = part.cell.load().generation() + 2;
-            self.begin_tenure(slot, generation);
-            part.set_owner(key, tick, self.window, generation);
-            // Pending until published: a lookup that finds the slot at
-            // home or through the index does not take it for the tenant's
-            // partition (it might lose the publish to another inserter's
-            // slot); one that finds the published entry completes it.
-            let pending = part.cell.hand_over(Phase::Pending);
+            let (generation, pending) = self.hand_to(slot, part, key);
             if self.publish(Entry::new(hash, tenant, short, slot), key) {
                 self.remember(hash, key, slot);
                 let fresh = self.complete(part, pending, key);
@@ -2066,6 +2055,24 @@ impl Table {
                 return Some(r);
             }
         }
+    }
+
+    /// Hands the held `slot` (`part`) to the tenant of `key`, pending until
+    /// its entry is published: the generation its first word will have,
+    /// and the pending word.
+    fn hand_to(&self, slot: u32, part: &Partition, key: Key) -> (u64, Word) {
+        // Relaxed: an eviction hint.
+        let tick = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        // Vacant, then pending, then the tenant's first word: two
+        // generations on from the held word.
+        let generation = part.cell.load().generation() + 2;
+        self.begin_tenure(slot, generation);
+        part.set_owner(key, tick, self.window, generation);
+        // Pending until published: a lookup that finds the slot at home or
+        // through the index does not take it for the tenant's partition (it
+        // might lose the publish to another inserter's slot); one that
+        // finds the published entry completes it.
+        (generation, part.cell.hand_over(Phase::Pending))
     }
 
     /// A tenant just published, whose first word (of `generation`) was
@@ -3633,10 +3640,7 @@ mod tests {
         let hash = t.hash_key(key);
         let slot = t.alloc_slot(hash, &|| 0).expect("room");
         let part = t.get(slot).expect("a tenant slot");
-        let generation = part.cell.load().generation() + 2;
-        t.begin_tenure(slot, generation);
-        part.set_owner(key, 1, t.window, generation);
-        let pending = part.cell.hand_over(Phase::Pending);
+        let (generation, pending) = t.hand_to(slot, part, key);
         assert!(t.publish(Entry::new(hash, "a", pack_key("a"), slot), key));
         let r = t.lookup("a").expect("published, completed by the lookup");
         assert_eq!(r.owner.generation, generation);
@@ -3672,8 +3676,7 @@ mod tests {
         for n in [1, 3, 17, 1000] {
             let t = Table::new(n, None);
             for i in 0..1000 {
-                let key = t.key_words(&format!("tenant-{i}"));
-                let o = t.home_order(t.hash_key(key));
+                let o = t.home_order(t.hash(&format!("tenant-{i}")));
                 assert!(o.iter().all(|&i| i < t.arena.slots), "{o:?}");
                 assert_eq!((o[0] ^ 1, o[2] ^ 1), (o[1], o[3]), "{n} tenants: {o:?}");
             }
@@ -3730,7 +3733,7 @@ mod tests {
         let t = Table::new(8, None);
         let ra = t.get_or_insert(&a).expect("room");
         let rb = t.get_or_insert(&b).expect("room");
-        let ha = t.hash_key(t.key_words(&a));
+        let ha = t.hash(&a);
         // b's entry forged at a's hash, then a's published again: a's
         // comes after b's in the shard.
         assert!(t.publish(Entry::new(ha, &b, None, rb.slot), t.key_words(&b)));
@@ -3756,7 +3759,7 @@ mod tests {
         // stale: z's inserter replaces it.
         let c = t.get_or_insert("c").expect("room");
         let z = t.key_words("z");
-        let z_hash = t.hash_key(z);
+        let z_hash = t.hash("z");
         let z_entry = |slot| Entry::new(z_hash, "z", pack_key("z"), slot);
         assert!(t.publish(z_entry(c.slot), z));
         assert!(t.publish(z_entry(s), z), "over c's slot");
@@ -3810,8 +3813,13 @@ mod tests {
         }
     }
 
+    /// The index of the shard that holds `id`'s entry.
     fn shard_of(t: &Table, id: &str) -> usize {
-        ((t.hash_key(t.key_words(id)) >> 32) as usize) & (t.shards.len() - 1)
+        let shard = t.shard(t.hash(id));
+        t.shards
+            .iter()
+            .position(|s| std::ptr::eq(s, shard))
+            .expect("one of the table's shards")
     }
 
     #[test]
