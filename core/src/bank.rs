@@ -7,11 +7,13 @@ use crate::fallback::{DependencyUnavailable, Fallback, StaleCache, STALE_CACHE_C
 use crate::metrics::{
     bump, DependencyMetrics, Hot, MetricsSnapshot, PartitionMetrics, State, Stats,
 };
-use crate::partition::{Owner, Partition, Resolved, Table, Window, GLOBAL, NO_OWNER, OVERFLOW};
+use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
 use crate::profile::{ConfigError, DependencyConfig, Isolation, Profile, TripPolicy};
 use crate::state::machine::{self, Admission, Policy, Recorded, Refusal, Transition, Verdict};
 use crate::state::word::{Phase, Word, GEN_MASK};
 use crate::sync::{epoch, AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
+use crate::table::{Resolved, Table};
+use crate::window::Window;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -686,7 +688,7 @@ impl Dependency {
         // The global or overflow partition's window: shared by every caller
         // (an overflow one by every tenant that finds no room) and never
         // recycled, so it keeps per-thread copies.
-        let zero_window = window.map(|w| Window::new(w, crate::partition::window_stripes()));
+        let zero_window = window.map(|w| Window::new(w, crate::window::window_stripes()));
         let (zero, zero_stats, table) = match config.isolation {
             Isolation::Global => (Partition::standalone(zero_window), Stats::striped(), None),
             Isolation::Tenant => (
@@ -816,7 +818,7 @@ impl Dependency {
                         owner,
                         made_closed,
                     }) => {
-                        part.touch(t);
+                        part.touch(|| t.tick());
                         Target {
                             slot,
                             part,
@@ -980,7 +982,7 @@ impl Dependency {
     ) -> Option<Result<Decision<'t>, AdmitError>> {
         let (r, w) = t.lookup_known(tenant)?;
         if let Some(raw) = self.admit_closed(r.slot, w) {
-            r.part.touch(t);
+            r.part.touch(|| t.tick());
             return Some(Ok(self.admitted(raw, Some(r.part))));
         }
         match w.phase() {
@@ -1006,7 +1008,7 @@ impl Dependency {
     #[inline(never)]
     fn refuse_known(&self, t: &Table, slot: u32, part: &Partition, w: Word) -> Option<Answer> {
         let retry_ns = self.refuse_open(slot, part, w)?;
-        part.touch(t);
+        part.touch(|| t.tick());
         Some(Answer::refused_open(retry_ns))
     }
 
@@ -1429,7 +1431,7 @@ impl Dependency {
     /// eviction: its cold part, where the tick lives, exists by now.
     fn touch_failed(&self, slot: u32, part: &Partition) {
         if let (Some(t), true) = (&self.inner.table, slot != 0) {
-            part.touch(t);
+            part.touch(|| t.tick());
         }
     }
 

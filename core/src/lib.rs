@@ -78,6 +78,8 @@ pub mod partition;
 mod profile;
 pub mod state;
 mod sync;
+mod table;
+mod window;
 
 pub use bank::{
     AdmitError, Bank, CallError, CallOptions, Decision, Dependency, Outcome, Permit, RawPermit,

@@ -3,8 +3,8 @@
 //! dependency and the field.
 
 use crate::fallback::Fallback;
-use crate::partition::Table;
 use crate::state::word::{MAX_COUNT, MAX_PROBES};
+use crate::table::Table;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;

@@ -1,0 +1,132 @@
+//! Eviction: making room for a newcomer in a full table (C9).
+
+use super::shard::Entry;
+use super::Table;
+use crate::partition::Partition;
+use crate::state::word::{Phase, Word};
+use crate::sync::{epoch, Ordering};
+
+/// Shards scanned for an idle partition before settling for an LRU one.
+pub(super) const EVICT_SCAN_IDLE: usize = 64;
+/// Shards scanned before an LRU closed partition may be taken.
+pub(super) const EVICT_SCAN_FIRST: usize = 8;
+
+/// What one eviction scan came to.
+pub(super) enum Scan {
+    /// A victim held: its slot.
+    Taken(u32),
+    /// Every candidate changed before it could be taken.
+    Lost,
+    /// No candidate at all.
+    Nothing,
+}
+
+impl Table {
+    /// Finds a victim, makes it vacant, unlinks it; returns its slot.
+    /// A victim that stops being evictable before it is taken (it was
+    /// used, or another inserter took it) sends the scan round again: the
+    /// tenant goes to the overflow only when a scan finds nothing to take
+    /// (C9). Each lost race is another thread's progress, so the loop
+    /// ends.
+    pub(super) fn evict(&self, now_ns: &dyn Fn() -> u64) -> Option<u32> {
+        let now = std::cell::OnceCell::new();
+        let now = || *now.get_or_init(now_ns);
+        // Acquire: pairs with `note_evictable`; read before the scans, so
+        // an event during them leaves the hint stale, never wrong.
+        let epoch = self.evictable_epoch.load(Ordering::Acquire);
+        if self.none_evictable_at.load(Ordering::Acquire) == epoch {
+            return None;
+        }
+        let mut every = false;
+        loop {
+            match self.scan_for_victim(&now, every) {
+                Scan::Taken(slot) => return Some(slot),
+                Scan::Lost => crate::sync::spin_hint(),
+                // The sample found nothing: look at every shard before
+                // sending the tenant to the overflow.
+                Scan::Nothing if !every => every = true,
+                Scan::Nothing => {
+                    // Release: see `evictable_epoch`.
+                    self.none_evictable_at.store(epoch, Ordering::Release);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Whether a newcomer would go to the overflow now, as far as the last
+    /// eviction scan knows (see `none_evictable_at`); no scan made here.
+    pub(crate) fn known_full(&self) -> bool {
+        // Relaxed/Acquire: a hint, as in `evict`.
+        self.live.load(Ordering::Relaxed) >= self.capacity
+            && self.none_evictable_at.load(Ordering::Acquire)
+                == self.evictable_epoch.load(Ordering::Acquire)
+    }
+
+    /// Something may have become evictable (see `none_evictable_at`).
+    pub(crate) fn note_evictable(&self) {
+        // Release: a scan that reads the new epoch redoes its search.
+        self.evictable_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// One eviction scan (see [`Table::evict`]): a sample of the shards
+    /// from a rotating cursor, or (`every`) all of them.
+    pub(super) fn scan_for_victim(&self, now_ns: &dyn Fn() -> u64, every: bool) -> Scan {
+        let n = self.shards.len();
+        // Relaxed: only spreads the scans.
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed);
+        let mut lru: Option<(u64, Word, Entry)> = None;
+        let mut lost = false;
+        let scan = if every { n } else { n.min(EVICT_SCAN_IDLE) };
+        for i in 0..scan {
+            if (i == EVICT_SCAN_FIRST || every) && lru.is_some() {
+                break;
+            }
+            let guard = epoch::pin();
+            // Acquire: see `lookup`.
+            let shard = self.shards[(start + i) % n].load(Ordering::Acquire, &guard);
+            // SAFETY: see `lookup`.
+            let shard = unsafe { shard.deref() };
+            for e in shard.map.iter() {
+                let Some(p) = self.get(e.slot()) else {
+                    continue;
+                };
+                let w = p.cell.load();
+                if w.phase() != Phase::Closed || w.probes() != 0 {
+                    continue;
+                }
+                // The shard may predate the slot's recycling: only the
+                // owner's own entry may take (and unpublish) it.
+                if !p.key_is(self.entry_key(e)) {
+                    continue;
+                }
+                if p.is_idle(w, now_ns) {
+                    if self.take(p, w, e) {
+                        return Scan::Taken(e.slot());
+                    }
+                    lost = true;
+                } else {
+                    let used = p.last_used();
+                    if lru.as_ref().is_none_or(|(u, ..)| used < *u) {
+                        lru = Some((used, w, e.clone()));
+                    }
+                }
+            }
+        }
+        let Some((_, w, e)) = lru else {
+            return if lost { Scan::Lost } else { Scan::Nothing };
+        };
+        match self.get(e.slot()) {
+            Some(p) if self.take(p, w, &e) => Scan::Taken(e.slot()),
+            _ => Scan::Lost,
+        }
+    }
+
+    pub(super) fn take(&self, p: &Partition, seen: Word, entry: &Entry) -> bool {
+        if !p.cell.try_replace(seen, seen.transition(Phase::Vacant)) {
+            return false;
+        }
+        self.unpublish(entry);
+        true
+    }
+}

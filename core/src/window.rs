@@ -1,0 +1,404 @@
+//! The rolling failure-rate window of the `failure_rate` policy (C5).
+
+use crate::sync::{thread_index, AtomicBool, AtomicU64, CachePadded, Ordering};
+use std::time::Duration;
+
+/// The rolling failure-rate window: `BUCKETS` buckets of `window / BUCKETS`.
+///
+/// Approximation: the rate covers the current bucket and the nine before it,
+/// so the effective window is between 90% and 100% of `window`.
+pub(crate) const BUCKETS: usize = 10;
+const B_EPOCH_SHIFT: u32 = 40;
+const B_CALLS_SHIFT: u32 = 20;
+const B_FIELD: u64 = (1 << 20) - 1;
+const B_EPOCH: u64 = (1 << 24) - 1;
+
+/// The rolling failure-rate window of one partition.
+///
+/// Each bucket is one word: (bucket epoch, calls, failures). A global
+/// partition keeps one copy of the buckets per core (cache-padded): a
+/// thread holding [`thread_index`] `i` below that count is the only writer
+/// of copy `i` and counts there with a plain load and store; every other
+/// thread (and every thread of a tenant partition, which has no owned
+/// copies) counts in the shared copy by CAS. The rate is judged over the
+/// sum of all copies, on a failure (and on a success only when armed:
+/// see [`Window::record_and_judge`]); a judgement well below the
+/// threshold leaves passes, so the failures after it need not sum again
+/// (see [`Window::pass`]).
+#[derive(Debug)]
+pub(crate) struct Window {
+    /// `owned` per-thread copies, then the shared one.
+    pub(crate) stripes: Box<[CachePadded<[AtomicU64; BUCKETS]>]>,
+    pub(crate) owned: usize,
+    width_ns: u64,
+    /// ⌈2^64 / width_ns⌉ (`u64::MAX` for a width of 1), for `epoch`.
+    width_inv: u64,
+    /// The last judgement saw the rate at or above the threshold with too
+    /// few calls: only then can a success trip (by completing `min_calls`),
+    /// so only then do successes judge.
+    armed: AtomicBool,
+    /// Per owned copy, each bucket as the last clear found it: what the
+    /// sum subtracts from a bucket still of that epoch. Owned copies are
+    /// not zeroed by a clear, because their owner's plain load and store
+    /// could straddle the zeroing and write the old counts back; counted
+    /// from a snapshot instead, such a write-back adds only its own call.
+    baseline: Box<[[AtomicU64; BUCKETS]]>,
+    /// Failures that may be counted without a judgement (see
+    /// [`Window::pass`]): a judgement that finds the rate well below the
+    /// threshold leaves the number of further failures, all in its bucket
+    /// epoch, that cannot raise it to the threshold even if no success
+    /// came between, so they need not sum the window again.
+    spare: AtomicU64,
+    /// For a tenant slot's window, the generation of the closed episode
+    /// it counts (see `Cold::episodes`); `u64::MAX` otherwise.
+    pub(crate) episode: u64,
+}
+
+// The `spare` word: version (bits 36..64) | bucket epoch (12..36) | passes
+// left (0..12).
+const S_PASSES: u64 = (1 << 12) - 1;
+const S_EPOCH_SHIFT: u32 = 12;
+const S_VERSION_SHIFT: u32 = 36;
+
+/// Bucket width from which a coarse clock reading (a few ms behind) is
+/// precise enough to pick the bucket.
+pub(crate) const COARSE_BUCKET_NS: u64 = 10_000_000;
+
+/// Owned copies for a global partition's window: one per core, within
+/// what [`thread_index`] hands out (none under loom).
+pub(crate) fn window_stripes() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(thread_index::MAX))
+}
+
+/// A bucket word after counting one call of epoch `e` into `cur`, and
+/// whether that halved a full bucket.
+#[inline]
+fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
+    // The usual case first, as one add: the bucket is of this epoch and not
+    // full (failures never outnumber calls, so neither count carries).
+    if cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD < B_FIELD {
+        return (cur + (1 << B_CALLS_SHIFT) + u64::from(failed), false);
+    }
+    let (calls, fails) = if cur >> B_EPOCH_SHIFT == e {
+        ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
+    } else {
+        (0, 0)
+    };
+    // A full bucket halves both counts: the rate is kept (and recent calls
+    // weigh more) instead of one count saturating while the other climbs.
+    let halved = calls >= B_FIELD;
+    let (calls, fails) = if halved {
+        (calls / 2, fails / 2)
+    } else {
+        (calls, fails)
+    };
+    let calls = calls + 1;
+    let fails = fails + u64::from(failed);
+    (
+        (e << B_EPOCH_SHIFT) | (calls << B_CALLS_SHIFT) | fails,
+        halved,
+    )
+}
+
+impl Window {
+    /// A window of `window`, with `owned` per-thread copies of the buckets.
+    pub(crate) fn new(window: Duration, owned: usize) -> Self {
+        let width = u64::try_from(window.as_nanos() / BUCKETS as u128).unwrap_or(u64::MAX);
+        let owned = owned.min(thread_index::MAX);
+        Self {
+            stripes: (0..=owned)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+            owned,
+            width_ns: width.max(1),
+            width_inv: u64::try_from((1u128 << 64).div_ceil(u128::from(width.max(1))))
+                .unwrap_or(u64::MAX),
+            armed: AtomicBool::new(false),
+            baseline: (0..owned)
+                .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
+                .collect(),
+            spare: AtomicU64::new(0),
+            episode: u64::MAX,
+        }
+    }
+
+    /// A tenant slot's window for the closed episode of `generation`: no
+    /// owned copies, so every count is a CAS on the shared one.
+    pub(crate) fn new_episode(window: Duration, generation: u64) -> Self {
+        Self {
+            episode: generation,
+            ..Self::new(window, 0)
+        }
+    }
+
+    /// The window's length.
+    pub(crate) fn width(&self) -> Duration {
+        Duration::from_nanos(self.width_ns.saturating_mul(BUCKETS as u64))
+    }
+
+    /// The tick of `now_ns`: `now_ns / width_ns`, by a multiply
+    /// with the width's rounded-up reciprocal instead of a division (the
+    /// division was a tenth of a failure-rate call). The quotient can come
+    /// out one too high only for `now_ns` within `now_ns / 2^64` widths of
+    /// a bucket's end (under 0.1 µs of a 1 ms bucket after a year of
+    /// uptime): such a call is counted in the next bucket. Monotone in
+    /// `now_ns` like the division, so buckets still follow time.
+    #[inline]
+    pub(crate) fn tick(&self, now_ns: u64) -> u64 {
+        ((u128::from(now_ns) * u128::from(self.width_inv)) >> 64) as u64
+    }
+
+    /// The bucket epoch of `now_ns` as the buckets store it: [`Window::tick`]
+    /// in 24 bits. Ages are taken modulo 2^24, so a bucket is out of the
+    /// window whatever its epoch once its age reaches `BUCKETS`.
+    #[inline]
+    pub(crate) fn epoch(&self, now_ns: u64) -> u64 {
+        self.tick(now_ns) & B_EPOCH
+    }
+
+    /// Counts one call.
+    #[inline]
+    pub(crate) fn record(&self, now_ns: u64, failed: bool) {
+        if self.count(self.tick(now_ns), failed) {
+            self.void_passes();
+        }
+    }
+
+    /// Counts one call of tick `t` in its bucket; whether that halved a
+    /// full bucket.
+    #[inline(always)]
+    pub(crate) fn count(&self, t: u64, failed: bool) -> bool {
+        // The bucket follows the whole tick, not its 24-bit epoch: 2^24 is
+        // not a multiple of `BUCKETS`, so at the epoch's wrap the masked
+        // value would reuse a bucket only six ticks old, dropping calls
+        // still in the window.
+        let at = (t % BUCKETS as u64) as usize;
+        let e = t & B_EPOCH;
+        // Relaxed throughout: the counts are statistics; the trip itself is
+        // decided by the word's CAS.
+        if self.owned > 0 {
+            if let Some(i) = thread_index::get().filter(|&i| i < self.owned) {
+                // This thread is the copy's only writer (see `thread_index`).
+                let b = &self.stripes[i][at];
+                let (next, halved) = bucket_plus(b.load(Ordering::Relaxed), e, failed);
+                b.store(next, Ordering::Relaxed);
+                return halved;
+            }
+        }
+        let b = &self.stripes[self.owned][at];
+        let mut cur = b.load(Ordering::Relaxed);
+        loop {
+            let (next, halved) = bucket_plus(cur, e, failed);
+            match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return halved,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Voids every pass granted so far (a new version of `spare`): after a
+    /// clear, and after a full bucket halved its counts, which can raise
+    /// the window's rate without a failure (the halved bucket may have
+    /// held mostly successes). A failure that takes a pass between the
+    /// halving store and this void is not judged: passes are exact for
+    /// the window's counts except across that step, and a halving takes
+    /// 2^20 calls in one bucket (window / 10).
+    #[cold]
+    pub(crate) fn void_passes(&self) {
+        // AcqRel: as every step on `spare` (see `pass`).
+        let _ = self
+            .spare
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
+                Some(((cur >> S_VERSION_SHIFT) + 1) << S_VERSION_SHIFT)
+            });
+    }
+
+    /// (calls, failures) over the window ending now.
+    pub(crate) fn totals(&self, now_ns: u64) -> (u64, u64) {
+        // Both counts side by side in one sum (calls in the high half:
+        // at most 2^20 per bucket, under 2^29 in all), a mask instead of a
+        // branch per bucket, ages in 32 bits: every judgement sums all
+        // the buckets.
+        let e = self.epoch(now_ns) as u32;
+        let limit = BUCKETS as u32;
+        let both = |v: u64| ((v << (32 - B_CALLS_SHIFT)) & (B_FIELD << 32)) | (v & B_FIELD);
+        let mut sum = 0u64;
+        let mut below = 0u64;
+        for (i, stripe) in self.stripes.iter().enumerate() {
+            let base = self.baseline.get(i);
+            for (k, b) in stripe.iter().enumerate() {
+                // Relaxed: see `record`.
+                let v = b.load(Ordering::Relaxed);
+                let age = e.wrapping_sub((v >> B_EPOCH_SHIFT) as u32) & B_EPOCH as u32;
+                let keep = u64::from(age < limit).wrapping_neg();
+                sum += both(v) & keep;
+                if let Some(base) = base {
+                    // Relaxed: a snapshot of this copy; see `clear`.
+                    let z = base[k].load(Ordering::Relaxed);
+                    if z != 0 && z >> B_EPOCH_SHIFT == v >> B_EPOCH_SHIFT {
+                        below += both(z) & keep;
+                    }
+                }
+            }
+        }
+        // A halved bucket can hold less than its snapshot: count it as 0.
+        let calls = (sum >> 32).saturating_sub(below >> 32);
+        let fails = (sum & 0xffff_ffff).saturating_sub(below & 0xffff_ffff);
+        (calls, fails.min(calls))
+    }
+
+    /// Whether no call is counted in the window ending now (C9: such a
+    /// partition is idle, as far as its window goes).
+    pub(crate) fn is_empty(&self, now_ns: u64) -> bool {
+        self.totals(now_ns).0 == 0
+    }
+
+    /// Counts a call and judges the rule of C5: trip when failures / calls
+    /// ≥ `rate` with at least `min_calls` calls in the window.
+    ///
+    /// A success lowers the rate, so it can only trip by completing
+    /// `min_calls` while the rate is already high: successes judge only
+    /// when the last judgement left the window armed. (A window sliding
+    /// past old successes can raise the rate without a failure; the next
+    /// failure judges that.)
+    #[inline(always)]
+    pub(crate) fn record_and_judge(
+        &self,
+        now_ns: u64,
+        failed: bool,
+        rate: f64,
+        min_calls: u64,
+    ) -> bool {
+        self.record(now_ns, failed);
+        if failed {
+            return self.judge_failure(now_ns, rate, min_calls);
+        }
+        // Relaxed: a hint; a missed arming delays a trip to the next failure.
+        self.armed.load(Ordering::Relaxed) && self.judge(now_ns, rate, min_calls, None)
+    }
+
+    /// A counted failure's pass or judgement; out of line, so that the
+    /// success before it stays a few instructions in the caller.
+    #[inline(never)]
+    pub(crate) fn judge_failure(&self, now_ns: u64, rate: f64, min_calls: u64) -> bool {
+        match self.pass(self.epoch(now_ns)) {
+            Ok(()) => false,
+            Err(marked) => self.judge(now_ns, rate, min_calls, Some(marked)),
+        }
+    }
+
+    /// Every failure's one step on `spare`, after counting itself: takes a
+    /// pass (`Ok`: no judgement needed) or, when none is left for its
+    /// epoch, marks the word with a new version and returns it (`Err`).
+    ///
+    /// Why that is exact: all failures go through this word one after
+    /// another (AcqRel read-modify-writes), and each wrote its bucket
+    /// before. A judgement follows its own mark, so it sums every failure
+    /// marked or passed before it; it installs passes only if the word is
+    /// still its mark, so no failure came between its sum and the
+    /// install; and each later failure takes one pass or marks again.
+    /// Successes only lower the rate. A stale install would need the
+    /// version (28 bits) to come round between a judgement's mark and its
+    /// install within one bucket epoch.
+    #[inline]
+    pub(crate) fn pass(&self, e: u64) -> Result<(), u64> {
+        let mut cur = self.spare.load(Ordering::Relaxed);
+        loop {
+            let open = (cur >> S_EPOCH_SHIFT) & B_EPOCH == e && cur & S_PASSES != 0;
+            let next = if open {
+                cur - 1
+            } else {
+                ((cur >> S_VERSION_SHIFT) + 1) << S_VERSION_SHIFT
+            };
+            // AcqRel: see above.
+            match self
+                .spare
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) if open => return Ok(()),
+                Ok(_) => return Err(next),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The judgement of [`Window::record_and_judge`], out of line: the
+    /// unarmed success and the failure with a pass are the common calls.
+    /// `marked`: the failure's mark on `spare` (`None` for a success).
+    #[inline(never)]
+    pub(crate) fn judge(
+        &self,
+        now_ns: u64,
+        rate: f64,
+        min_calls: u64,
+        marked: Option<u64>,
+    ) -> bool {
+        let (calls, fails) = self.totals(now_ns);
+        let high = |calls: u64, fails: u64| fails > 0 && (fails as f64) >= rate * calls as f64;
+        let is_high = high(calls, fails);
+        let trip = is_high && calls >= min_calls;
+        let armed = is_high && !trip;
+        if self.armed.load(Ordering::Relaxed) != armed {
+            self.armed.store(armed, Ordering::Relaxed);
+        }
+        if let (Some(marked), false) = (marked, is_high) {
+            // The rate after j more failures and no success is
+            // (fails + j) / (calls + j), rising with j; the passes are
+            // the j that keep it below the threshold, checked with the
+            // very comparison above.
+            let room = if rate < 1.0 {
+                ((rate * calls as f64 - fails as f64) / (1.0 - rate)).max(0.0)
+            } else {
+                f64::INFINITY
+            };
+            let mut n = if room >= S_PASSES as f64 {
+                S_PASSES
+            } else {
+                room as u64
+            };
+            while n > 0 && high(calls + n, fails + n) {
+                n -= 1;
+            }
+            if n > 0 {
+                let e = self.epoch(now_ns);
+                let passes =
+                    (marked >> S_VERSION_SHIFT) << S_VERSION_SHIFT | e << S_EPOCH_SHIFT | n;
+                // Relaxed: only the value matters (see `pass`); a failed
+                // exchange means a failure came between, and leaves it.
+                let _ = self.spare.compare_exchange(
+                    marked,
+                    passes,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        }
+        trip
+    }
+
+    /// Whether a coarse clock reading is good enough for this window.
+    pub(crate) fn coarse_ok(&self) -> bool {
+        self.width_ns >= COARSE_BUCKET_NS
+    }
+
+    /// Forgets every call: a closed episode starts (a close, a reset, a
+    /// slot's new tenant) and counts from its first call (C5, C11). The
+    /// shared copy is zeroed (its writers CAS, so none writes an old count
+    /// back); the owned copies are snapshotted (see `baseline`).
+    pub(crate) fn clear(&self) {
+        self.void_passes();
+        // Relaxed throughout: see `record`.
+        for (stripe, base) in self.stripes.iter().zip(self.baseline.iter()) {
+            for (b, z) in stripe.iter().zip(base.iter()) {
+                z.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+        }
+        for b in self.stripes[self.owned].iter() {
+            b.store(0, Ordering::Relaxed);
+        }
+        self.armed.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests;
