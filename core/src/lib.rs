@@ -70,25 +70,30 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod bank;
+mod call;
 pub mod clock;
+mod decision;
+mod dependency;
 mod events;
 mod fallback;
 mod metrics;
 pub mod partition;
+mod permit;
 mod profile;
 pub mod state;
 mod sync;
 mod table;
 mod window;
 
-pub use bank::{
-    AdmitError, Bank, CallError, CallOptions, Decision, Dependency, Outcome, Permit, RawPermit,
-    RejectReason, Rejection, Stuck, MAX_TENANT_LEN,
-};
+pub use bank::Bank;
+pub use call::{CallError, CallOptions};
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
+pub use decision::{AdmitError, Decision, Outcome, RejectReason, Rejection, MAX_TENANT_LEN};
+pub use dependency::{Dependency, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};
 pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CAPACITY};
 pub use metrics::{DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
+pub use permit::{Permit, RawPermit};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
     DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,

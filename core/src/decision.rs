@@ -1,0 +1,96 @@
+//! The vocabulary of admission: decisions, rejections, outcomes and the
+//! errors a tenant id can meet.
+
+use crate::fallback::Fallback;
+use crate::permit::*;
+use std::fmt;
+use std::time::Duration;
+
+/// The longest tenant id, in bytes of UTF-8 (C9): every output that names
+/// partitions (metrics, Prometheus text, events) is bounded by it.
+pub const MAX_TENANT_LEN: usize = 256;
+
+/// Why a tenant-scoped dependency refused the tenant it was given, before
+/// any partition was looked at (nothing is counted for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmitError {
+    /// `None` or `Some("")` on a tenant-scoped dependency; it never guesses.
+    TenantRequired,
+    /// A tenant id longer than [`MAX_TENANT_LEN`] bytes (C9).
+    InvalidTenant {
+        /// The length given, in bytes.
+        len: usize,
+    },
+}
+
+impl fmt::Display for AdmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdmitError::TenantRequired => {
+                f.write_str("this dependency is tenant-scoped: a non-empty tenant id is required")
+            }
+            AdmitError::InvalidTenant { len } => write!(
+                f,
+                "a tenant id is 1 to {MAX_TENANT_LEN} bytes of UTF-8; this one is {len} bytes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AdmitError {}
+
+/// Why a call was not admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The breaker is open.
+    Open,
+    /// Half-open and every probe slot is taken (C7).
+    ProbeBudget,
+    /// Forced open by an operator (C11).
+    ForcedOpen,
+    /// The caller's deadline had already expired (C10).
+    DeadlineExpired,
+}
+
+impl RejectReason {
+    /// `"open"`, `"probe_budget"`, `"forced_open"` or `"deadline_expired"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::Open => "open",
+            RejectReason::ProbeBudget => "probe_budget",
+            RejectReason::ForcedOpen => "forced_open",
+            RejectReason::DeadlineExpired => "deadline_expired",
+        }
+    }
+}
+
+/// A refused call and the fallback to serve instead.
+#[derive(Clone, Copy, Debug)]
+pub struct Rejection<'a> {
+    /// Why.
+    pub reason: RejectReason,
+    /// The dependency's declared fallback.
+    pub fallback: &'a Fallback,
+    /// Time until the next probe can be admitted (for `Open`).
+    pub retry_after: Option<Duration>,
+}
+
+/// The outcome of a call, recorded through its permit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The dependency answered well.
+    Success,
+    /// The dependency failed (also past the deadline, if it had failed).
+    Failure,
+    /// The caller gave up or its deadline expired first: neither (C10).
+    Cancelled,
+}
+
+/// The answer to an admission.
+#[derive(Debug)]
+pub enum Decision<'a> {
+    /// Go ahead; record the outcome through the permit.
+    Admitted(Permit<'a>),
+    /// Do not call; serve the fallback.
+    Rejected(Rejection<'a>),
+}

@@ -1,0 +1,383 @@
+//! One dependency of a bank: its partitions, the routing of a tenant to
+//! its partition, and the counters each count goes to.
+
+use crate::clock::{Clock, Instant, MonotonicClock};
+use crate::decision::*;
+use crate::events::EventBus;
+use crate::fallback::{Fallback, StaleCache, STALE_CACHE_CAPACITY};
+use crate::metrics::Stats;
+use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
+use crate::permit::*;
+use crate::profile::{ConfigError, DependencyConfig, Isolation, TripPolicy};
+use crate::state::machine::Policy;
+use crate::sync::{epoch, AtomicU64, CachePadded, StdArc};
+use crate::table::{Resolved, Table};
+use crate::window::Window;
+use std::fmt;
+use std::time::Duration;
+
+mod admit;
+mod operate;
+mod record;
+mod sweep;
+
+pub use self::sweep::Stuck;
+pub(crate) use self::sweep::Sweeper;
+
+/// A dependency's partitions as the cold paths walk them: the global one,
+/// or a tenant table and its overflow partition.
+pub(crate) enum Parts<'a> {
+    Global(&'a Partition),
+    Tenant(&'a Table, &'a Partition),
+}
+
+pub(crate) struct DepInner {
+    /// `slow_call` is set: admissions read the clock.
+    pub(crate) timed: bool,
+    /// Global and not `timed`: a closed word admits on one load of `zero`.
+    pub(crate) admit_fast: bool,
+    /// Global, failure-rate policy, not `timed`, and a window whose buckets
+    /// a coarse reading places: closed outcomes go to the window without
+    /// the cell's CAS loop (see `record_windowed`).
+    pub(crate) window_fast: bool,
+    /// Consecutive policy and no `slow_call`: a closed success with no
+    /// failures counted is a no-op, decidable with one load.
+    pub(crate) quiet_success: bool,
+    pub(crate) id: u32,
+    pub(crate) config: DependencyConfig,
+    pub(crate) policy: Policy,
+    pub(crate) rate: Option<(f64, u64)>,
+    pub(crate) clock: StdArc<dyn Clock>,
+    /// The clock again when it is the system one: its coarse reading is
+    /// then one inlined load, not a dynamic call.
+    pub(crate) mono: Option<MonotonicClock>,
+    /// Slot 0: the global partition, or a tenant-scoped dependency's
+    /// overflow. Inline and found without a branch on the isolation, so
+    /// the healthy global path is loads from one block.
+    pub(crate) zero: CachePadded<Partition>,
+    /// Slot 0's counters, for its life (a tenant slot's are its owner's:
+    /// see [`Dependency::counters`]). A global partition's count its
+    /// refusals in per-thread stripes: every caller meets the same open
+    /// breaker.
+    pub(crate) zero_stats: Stats,
+    /// The tenant partitions (slots 1…), for tenant isolation.
+    pub(crate) table: Option<Table>,
+    pub(crate) stale: Option<StaleCache>,
+    pub(crate) events: StdArc<EventBus>,
+    pub(crate) sweeper: StdArc<Sweeper>,
+    /// Bank-clock time (ns) from which the sweep has something to do for
+    /// this dependency (an open period ending, an episode reaching its
+    /// recovery bound); `u64::MAX`: nothing.
+    pub(crate) sweep_due: AtomicU64,
+}
+
+/// One dependency of a bank: resolve once with [`Bank::dependency`], clone
+/// freely (an `Arc`), call on the hot path.
+#[derive(Clone)]
+pub struct Dependency {
+    pub(crate) inner: StdArc<DepInner>,
+}
+
+impl fmt::Debug for Dependency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dependency")
+            .field("name", &self.inner.config.name)
+            .field("isolation", &self.inner.config.isolation)
+            .finish()
+    }
+}
+
+/// Where one admission goes.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) slot: u32,
+    pub(crate) part: &'a Partition,
+    pub(crate) owner: Owner,
+    pub(crate) overflow: bool,
+    /// See `Resolved::made_closed`.
+    pub(crate) made_closed: bool,
+}
+
+impl<'a> Target<'a> {
+    /// The dependency's shared overflow partition (C9).
+    fn overflow(zero: &'a Partition) -> Self {
+        Target {
+            slot: 0,
+            part: zero,
+            owner: NO_OWNER,
+            overflow: true,
+            made_closed: false,
+        }
+    }
+}
+
+/// A pin for reading or bumping the counters of the partition at `slot`
+/// (see [`Dependency::counters`]): none for slot 0, whose counters are
+/// never replaced.
+#[inline]
+pub(crate) fn pin_for(slot: u32) -> Option<epoch::Guard> {
+    (slot != 0).then(epoch::pin)
+}
+
+impl Dependency {
+    /// The dependency of `config`; a tenant table the allocator refuses is
+    /// a [`ConfigError`] naming it (C9).
+    pub(crate) fn try_new(
+        id: u32,
+        config: DependencyConfig,
+        clock: StdArc<dyn Clock>,
+        events: StdArc<EventBus>,
+        sweeper: StdArc<Sweeper>,
+    ) -> Result<Self, ConfigError> {
+        let (consecutive, rate, window) = match config.trip {
+            TripPolicy::ConsecutiveFailures(n) => (Some(n), None, None),
+            TripPolicy::FailureRate {
+                rate,
+                min_calls,
+                window,
+            } => (None, Some((rate, u64::from(min_calls))), Some(window)),
+        };
+        let policy = Policy {
+            consecutive_failures: consecutive,
+            probe_budget: config.probe_budget,
+            success_threshold: config.success_threshold,
+            open_duration: config.open_duration,
+            backoff: config.backoff.map(|b| (b.multiplier, b.max)),
+            probe_timeout: config.probe_timeout,
+        };
+        // The global or overflow partition's window: shared by every caller
+        // (an overflow one by every tenant that finds no room) and never
+        // recycled, so it keeps per-thread copies.
+        let zero_window = window.map(|w| Window::new(w, crate::window::window_stripes()));
+        let (zero, zero_stats, table) = match config.isolation {
+            Isolation::Global => (Partition::standalone(zero_window), Stats::striped(), None),
+            Isolation::Tenant => (
+                Partition::standalone(zero_window),
+                Stats::default(),
+                Some(Table::try_new(config.max_tenants, window).map_err(|e| {
+                    ConfigError::one(format!(
+                        "dependency `{}`: cannot allocate the partition table of its `max_tenants: {}` ({e}); lower `max_tenants` or give the process more memory",
+                        config.name, config.max_tenants
+                    ))
+                })?),
+            ),
+        };
+        let stale = match config.fallback {
+            Fallback::Stale { max_staleness } => {
+                Some(StaleCache::new(STALE_CACHE_CAPACITY, max_staleness))
+            }
+            _ => None,
+        };
+        Ok(Self {
+            inner: StdArc::new(DepInner {
+                timed: config.slow_call.is_some(),
+                admit_fast: table.is_none() && config.slow_call.is_none(),
+                window_fast: table.is_none()
+                    && config.slow_call.is_none()
+                    && zero.window().is_some_and(|w| w.coarse_ok()),
+                quiet_success: consecutive.is_some() && config.slow_call.is_none(),
+                id,
+                config,
+                policy,
+                rate,
+                mono: clock.as_monotonic().copied(),
+                clock,
+                zero: CachePadded::new(zero),
+                zero_stats,
+                table,
+                stale,
+                events,
+                sweeper,
+                sweep_due: AtomicU64::new(u64::MAX),
+            }),
+        })
+    }
+
+    /// The dependency's name.
+    pub fn name(&self) -> &str {
+        &self.inner.config.name
+    }
+
+    /// Its index in the bank (stable; what the C API calls its id).
+    pub fn id(&self) -> u32 {
+        self.inner.id
+    }
+
+    /// Whether each tenant has its own breaker.
+    pub fn is_tenant_scoped(&self) -> bool {
+        self.inner.config.isolation == Isolation::Tenant
+    }
+
+    /// The declared fallback.
+    pub fn fallback(&self) -> &Fallback {
+        &self.inner.config.fallback
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &DependencyConfig {
+        &self.inner.config
+    }
+
+    /// Calls at least this slow count as failures.
+    pub fn slow_call(&self) -> Option<Duration> {
+        self.inner.config.slow_call
+    }
+
+    /// Now, on the bank's clock.
+    pub fn now(&self) -> Instant {
+        self.inner.clock.now()
+    }
+
+    /// The bank clock's coarse reading ([`Clock::now_coarse`]).
+    #[inline(always)]
+    pub(crate) fn now_coarse(&self) -> Instant {
+        match &self.inner.mono {
+            Some(m) => m.recent(),
+            None => self.inner.clock.now_coarse(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        match &self.inner.table {
+            None => Parts::Global(&self.inner.zero),
+            Some(t) => Parts::Tenant(t, &self.inner.zero),
+        }
+    }
+
+    /// The tenant as this dependency takes it: none for a global one
+    /// (which ignores it, whatever it is), else a non-empty id of at most
+    /// [`MAX_TENANT_LEN`] bytes (C9). The one place the rule is applied.
+    pub(crate) fn tenant<'t>(
+        &self,
+        tenant: Option<&'t str>,
+    ) -> Result<Option<&'t str>, AdmitError> {
+        match (self.parts(), tenant) {
+            (Parts::Global(_), _) => Ok(None),
+            (Parts::Tenant(..), Some(t)) if t.len() > MAX_TENANT_LEN => {
+                Err(AdmitError::InvalidTenant { len: t.len() })
+            }
+            (Parts::Tenant(..), Some(t)) if !t.is_empty() => Ok(Some(t)),
+            (Parts::Tenant(..), _) => Err(AdmitError::TenantRequired),
+        }
+    }
+
+    /// Resolves (creating if needed) the partition for an admission.
+    #[inline]
+    pub(crate) fn target(&self, tenant: Option<&str>) -> Target<'_> {
+        match (self.parts(), tenant) {
+            (Parts::Global(p), _) => Target {
+                slot: 0,
+                part: p,
+                owner: NO_OWNER,
+                overflow: false,
+                made_closed: false,
+            },
+            (Parts::Tenant(t, zero), Some(name)) => {
+                match t.get_or_insert_at(name, &|| self.now_coarse().as_nanos()) {
+                    Some(Resolved {
+                        slot,
+                        part,
+                        owner,
+                        made_closed,
+                    }) => {
+                        part.touch(|| t.tick());
+                        Target {
+                            slot,
+                            part,
+                            owner,
+                            overflow: false,
+                            made_closed,
+                        }
+                    }
+                    None => Target::overflow(zero),
+                }
+            }
+            (Parts::Tenant(_, zero), None) => Target::overflow(zero),
+        }
+    }
+
+    /// Resolves again after the tenant's slot was recycled under us. With
+    /// a full table two new tenants can evict each other's fresh, idle
+    /// partitions indefinitely (loom found it); after two losses the call
+    /// goes to the overflow partition, so admission always finishes.
+    pub(crate) fn retarget(&self, tenant: Option<&str>, lost: &mut u32) -> Target<'_> {
+        *lost += 1;
+        match self.parts() {
+            Parts::Tenant(_, zero) if *lost > 2 => Target::overflow(zero),
+            _ => self.target(tenant),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn partition_by_slot(&self, slot: u32) -> Option<&Partition> {
+        if slot == 0 {
+            return Some(&self.inner.zero);
+        }
+        self.inner.table.as_ref()?.get(slot)
+    }
+
+    /// The counters a count for the owner of the partition at `slot` as
+    /// of `generation` goes to (a generation the caller saw that owner's
+    /// word at, or its permit's): a standalone partition's own at slot 0,
+    /// else that owner's, or none once the slot holds a later owner's (a
+    /// count of an evicted partition reaches no one: C9, C13). `pin` is
+    /// [`pin_for`]`(slot)`.
+    pub(crate) fn counters<'a>(
+        &'a self,
+        slot: u32,
+        part: &'a Partition,
+        generation: u64,
+        pin: &'a Option<epoch::Guard>,
+    ) -> Option<&'a Stats> {
+        if slot == 0 {
+            return Some(&self.inner.zero_stats);
+        }
+        let (since, guard) = self.tenure_pinned(slot, pin)?;
+        if since > generation {
+            return None;
+        }
+        part.owner_stats(since, guard)
+    }
+
+    /// The counters of the partition at `slot` as its current owner has
+    /// them, if it made any (for reading). `pin` as for
+    /// [`Dependency::counters`].
+    pub(crate) fn current_counters<'a>(
+        &'a self,
+        slot: u32,
+        part: &'a Partition,
+        pin: &'a Option<epoch::Guard>,
+    ) -> Option<&'a Stats> {
+        if slot == 0 {
+            return Some(&self.inner.zero_stats);
+        }
+        let (since, guard) = self.tenure_pinned(slot, pin)?;
+        part.owner_stats_if_any(since, guard)
+    }
+
+    /// The current tenure of tenant slot `slot`, with the guard of `pin`
+    /// to read its owner's counters under.
+    pub(crate) fn tenure_pinned<'a>(
+        &'a self,
+        slot: u32,
+        pin: &'a Option<epoch::Guard>,
+    ) -> Option<(u64, &'a epoch::Guard)> {
+        Some((self.inner.table.as_ref()?.tenure(slot), pin.as_ref()?))
+    }
+
+    /// The name of the partition at `slot` as of `generation`: none once
+    /// the slot's tenure began after it (the owner then is gone).
+    pub(crate) fn partition_name_at(
+        &self,
+        slot: u32,
+        part: &Partition,
+        generation: u64,
+    ) -> Option<String> {
+        match self.parts() {
+            Parts::Global(_) => Some(GLOBAL.to_string()),
+            Parts::Tenant(..) if slot == 0 => Some(OVERFLOW.to_string()),
+            Parts::Tenant(t, _) => t.owner_name(slot, part, generation).map(|k| k.to_string()),
+        }
+    }
+}

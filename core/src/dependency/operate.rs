@@ -1,0 +1,275 @@
+//! Operator actions (C11), state reads and snapshots.
+
+use crate::clock::Instant;
+use crate::dependency::*;
+use crate::events::{Event, EventKind};
+use crate::metrics::{DependencyMetrics, PartitionMetrics, State};
+use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
+use crate::state::machine::{self, Transition};
+use crate::state::word::{Phase, Word};
+use std::time::Duration;
+
+impl Dependency {
+    /// The state of a partition (C11); an unseen or evicted tenant reads as
+    /// a fresh partition (forced open after a dependency-wide force), and
+    /// asking never creates one.
+    pub fn state(&self, tenant: Option<&str>) -> Result<State, AdmitError> {
+        let tenant = self.tenant(tenant)?;
+        Ok(match (self.parts(), tenant) {
+            (Parts::Global(p), _) => State::from_phase(self.phase_now(p)),
+            (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
+                Some(r) => State::from_phase(self.phase_now(r.part)),
+                None if t.starts_forced(name) => State::ForcedOpen,
+                None => State::Closed,
+            },
+            (Parts::Tenant(..), None) => State::Closed,
+        })
+    }
+
+    /// The phase an admission would find now (C14): an open partition
+    /// whose period has ended reads half-open, before any admission makes
+    /// the transition.
+    pub(crate) fn phase_now(&self, part: &Partition) -> Phase {
+        let w = part.cell.load();
+        match (w.phase(), part.cell.open_until(w.generation())) {
+            (Phase::Open, Some(until))
+                if machine::still_open(until, self.inner.clock.now()).is_none() =>
+            {
+                Phase::HalfOpen
+            }
+            (phase, _) => phase.seen(),
+        }
+    }
+
+    pub(crate) fn operate(&self, tenant: Option<&str>, kind: EventKind) -> Result<(), AdmitError> {
+        let tenant = match self.tenant(tenant) {
+            Ok(t) => t,
+            // No tenant: every partition.
+            Err(AdmitError::TenantRequired) => None,
+            Err(e) => return Err(e),
+        };
+        let action: fn(Word) -> Option<(Word, Transition)> = match kind {
+            EventKind::ForcedOpen => machine::force_open,
+            _ => machine::reset,
+        };
+        // Whether the action was applied: not when the slot changed owner
+        // between the lookup and the CAS.
+        let apply = |slot: u32, part: &Partition, owner: Owner| -> bool {
+            match part.cell.operate(action, |w| part.owned_by(w, owner)) {
+                Some(t) => {
+                    self.on_transition(slot, part, &t, kind);
+                    true
+                }
+                None => false,
+            }
+        };
+        match (self.parts(), tenant) {
+            (Parts::Global(p), _) => {
+                apply(0, p, NO_OWNER);
+            }
+            (Parts::Tenant(t, _), Some(name)) if kind == EventKind::ForcedOpen => loop {
+                // Forcing a tenant open isolates that tenant alone: its own
+                // partition, made if need be. Resolved again if its slot
+                // changes owner under the action (each such loss is another
+                // thread's progress).
+                let target = self.target(Some(name));
+                if target.overflow {
+                    // No room for it: remembered, refused from the overflow
+                    // and forced when it gets a partition; never the shared
+                    // overflow partition (that would isolate innocent tenants).
+                    t.force_unplaced(name);
+                    // An insert of this tenant racing the action reads the
+                    // mark after publishing itself (`Table::settle_forced`)
+                    // or is found here, after the mark's fence.
+                    if let Some(r) = t.lookup(name) {
+                        if !apply(r.slot, r.part, r.owner) {
+                            continue;
+                        }
+                        return Ok(());
+                    }
+                    self.announce(kind, name.to_string());
+                    return Ok(());
+                }
+                if apply(target.slot, target.part, target.owner) {
+                    t.forget_override(name);
+                    return Ok(());
+                }
+            },
+            (Parts::Tenant(t, _), Some(name)) => {
+                // Recorded first, so that a partition t gets from here on
+                // (an insert racing this reset included, by the fence in
+                // `set_override` and `Table::settle_forced`'s) starts closed.
+                t.reset_one(name);
+                if let Some(r) = t.lookup(name) {
+                    // Evicted before the CAS: fresh, which a reset makes.
+                    apply(r.slot, r.part, r.owner);
+                }
+            }
+            (Parts::Tenant(t, zero), None) => {
+                // An insert racing this walk sees the new rule or is seen
+                // by the walk (`Table::settle_forced`).
+                t.operate_all(kind == EventKind::ForcedOpen);
+                for (slot, part, _) in t.live() {
+                    apply(slot, part, NO_OWNER);
+                }
+                // `<overflow>` is reset with the rest but never forced: it
+                // also serves tenants reset one by one while the force
+                // holds; the others it refuses by `Table::starts_forced`.
+                if kind == EventKind::Reset {
+                    apply(0, zero, NO_OWNER);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An operator action's event for a tenant that has no partition.
+    pub(crate) fn announce(&self, kind: EventKind, partition: String) {
+        let inner = &*self.inner;
+        let at = inner.clock.now();
+        inner.events.emit(|| Event {
+            kind,
+            dependency: inner.config.name.clone(),
+            partition,
+            at,
+            from: Some(State::Closed),
+            to: Some(State::ForcedOpen),
+        });
+    }
+
+    /// Forces a partition closed: new generation, counters cleared (C11).
+    /// `None` (or `Some("")`) on a tenant-scoped dependency resets every
+    /// partition and ends a dependency-wide `force_open`. A tenant id
+    /// longer than [`MAX_TENANT_LEN`] bytes names no partition: nothing is
+    /// done ([`try_reset`](Self::try_reset) says so).
+    pub fn reset(&self, tenant: Option<&str>) {
+        let _ = self.try_reset(tenant);
+    }
+
+    /// [`reset`](Self::reset), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_reset(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
+        self.operate(tenant, EventKind::Reset)
+    }
+
+    /// Isolates a partition until [`reset`](Self::reset) (C11). `None` (or
+    /// `Some("")`) on a tenant-scoped dependency isolates every partition,
+    /// including tenants first seen afterwards. A tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes names no partition: nothing is done (and
+    /// nothing created; [`try_force_open`](Self::try_force_open) says so).
+    pub fn force_open(&self, tenant: Option<&str>) {
+        let _ = self.try_force_open(tenant);
+    }
+
+    /// [`force_open`](Self::force_open), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_force_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
+        self.operate(tenant, EventKind::ForcedOpen)
+    }
+
+    pub(crate) fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String, u64) {
+        match (self.parts(), tenant) {
+            (Parts::Global(p), _) => (0, p, GLOBAL.to_string(), 0),
+            (Parts::Tenant(t, zero), Some(name)) => match t.lookup(name) {
+                Some(r) => (r.slot, r.part, name.to_string(), r.owner.generation),
+                None => (0, zero, OVERFLOW.to_string(), 0),
+            },
+            (Parts::Tenant(_, zero), None) => (0, zero, OVERFLOW.to_string(), 0),
+        }
+    }
+
+    /// The partition that serves a tenant just admitted or rejected: the
+    /// tenant id, `global`, or `<overflow>` when the tenant is not in the
+    /// table (C9), as for a missing tenant or one longer than
+    /// [`MAX_TENANT_LEN`] bytes, which no partition is named after.
+    /// Read-only: never creates a partition.
+    pub fn partition_of(&self, tenant: Option<&str>) -> String {
+        let tenant = self.tenant(tenant).ok().flatten();
+        self.resolve_existing(tenant).2
+    }
+
+    /// The partition a call for `tenant` would be served by, by name,
+    /// without touching the table: the tenant's own (whether or not it has
+    /// one yet), `global`, or `<overflow>` when the table is known to be
+    /// full of partitions that cannot be evicted (or the tenant is missing
+    /// or invalid). What an expired deadline's error names (C10): such a
+    /// call never reaches a partition.
+    pub fn breaker_of(&self, tenant: Option<&str>) -> String {
+        match (self.parts(), self.tenant(tenant)) {
+            (Parts::Global(_), _) => GLOBAL.to_string(),
+            (Parts::Tenant(t, _), Ok(Some(name))) => {
+                if t.lookup(name).is_none() && t.known_full() {
+                    OVERFLOW.to_string()
+                } else {
+                    name.to_string()
+                }
+            }
+            (Parts::Tenant(..), _) => OVERFLOW.to_string(),
+        }
+    }
+
+    pub(crate) fn snapshot(&self, now: Instant) -> DependencyMetrics {
+        let inner = &*self.inner;
+        let bound = inner.config.recovery_bound;
+        let mut partitions = Vec::new();
+        let read = |slot: u32, part: &Partition, name: String| {
+            self.check_stuck(slot, part);
+            PartitionMetrics::new(
+                name,
+                self.phase_now(part),
+                self.current_counters(slot, part, &pin_for(slot)),
+                now,
+                bound,
+            )
+        };
+        match self.parts() {
+            Parts::Global(p) => partitions.push(read(0, p, GLOBAL.to_string())),
+            Parts::Tenant(t, o) => {
+                for (slot, part, key, since) in t.live_tenures() {
+                    let m = read(slot, part, key.to_string());
+                    // A slot that changed owner while it was read is left
+                    // out: what was read may be the new owner's, under the
+                    // old owner's name (the next snapshot lists it).
+                    if t.tenure(slot) == since {
+                        partitions.push(m);
+                    }
+                }
+                // Listed once something happened to it (its cold part is
+                // made with it, counters and all).
+                if !inner.zero_stats.is_clear() || o.cell.load() != Word::FRESH {
+                    partitions.push(read(0, o, OVERFLOW.to_string()));
+                }
+            }
+        }
+        DependencyMetrics {
+            name: inner.config.name.clone(),
+            partitions,
+        }
+    }
+
+    pub(crate) fn stuck_list(&self, out: &mut Vec<Stuck>) {
+        let mut push = |name: String, open_for: Option<Duration>| {
+            if let Some(open_for) = open_for {
+                out.push(Stuck {
+                    dependency: self.inner.config.name.clone(),
+                    partition: name,
+                    open_for,
+                });
+            }
+        };
+        match self.parts() {
+            Parts::Global(p) => push(GLOBAL.to_string(), self.check_stuck(0, p)),
+            Parts::Tenant(t, zero) => {
+                for (slot, part, key, since) in t.live_tenures() {
+                    let open_for = self.check_stuck(slot, part);
+                    // As in `snapshot`: a slot that changed owner while it
+                    // was read is left out.
+                    if t.tenure(slot) == since {
+                        push(key.to_string(), open_for);
+                    }
+                }
+                push(OVERFLOW.to_string(), self.check_stuck(0, zero));
+            }
+        }
+    }
+}

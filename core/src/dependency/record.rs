@@ -1,0 +1,312 @@
+//! Recording an outcome (C5, C6, C13): the quiet success, the window's
+//! and the counted failure's fast paths, and the general path.
+
+use crate::clock::Instant;
+use crate::dependency::*;
+use crate::events::EventKind;
+use crate::metrics::{bump, Hot};
+use crate::partition::Partition;
+use crate::state::machine::{self, Recorded, Verdict};
+use crate::state::word::Phase;
+use crate::window::Window;
+
+/// An outcome as the state machine takes it (before `slow_call` may turn
+/// a success into a failure).
+#[inline(always)]
+pub(crate) fn verdict_of(outcome: Outcome) -> Verdict {
+    match outcome {
+        Outcome::Success => Verdict::Success,
+        Outcome::Failure => Verdict::Failure,
+        Outcome::Cancelled => Verdict::Cancelled,
+    }
+}
+
+impl Dependency {
+    /// Records an outcome, deciding the healthy case with one load: under
+    /// the consecutive policy a success on a closed word with no failures
+    /// counted changes nothing (`machine::record`'s `(None, Applied)`).
+    #[inline(always)]
+    pub(crate) fn record_fast(&self, raw: PermitData, part: Option<&Partition>, outcome: Outcome) {
+        if !self.quiet_on(raw, part, outcome) {
+            let _ = self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
+        }
+    }
+
+    /// Whether recording `outcome` for `raw` would change nothing: a
+    /// success under the consecutive policy (no `slow_call`) on a closed
+    /// word of its generation with no failures counted. One load.
+    #[inline(always)]
+    pub(crate) fn quiet(&self, raw: PermitData, outcome: Outcome) -> bool {
+        self.quiet_on(raw, None, outcome)
+    }
+
+    /// [`Dependency::quiet`] on `part`, the partition `raw.slot` names, if
+    /// the caller has it (else it is found by slot).
+    #[inline(always)]
+    pub(crate) fn quiet_on(
+        &self,
+        raw: PermitData,
+        part: Option<&Partition>,
+        outcome: Outcome,
+    ) -> bool {
+        outcome == Outcome::Success
+            && self.inner.quiet_success
+            && !raw.probe
+            && part
+                .or_else(|| self.partition_by_slot(raw.slot))
+                .is_some_and(|part| part.cell.load().is_quiet_closed(raw.generation))
+    }
+
+    /// Records the outcome of a permit given as plain data (C13).
+    ///
+    /// A permit of an older generation, or of a partition evicted since,
+    /// is counted as late and changes nothing else; a probe permit always
+    /// returns its slot. The permit is consumed: recorded once, by its type.
+    ///
+    /// Returns the outcome as counted: a success at least `slow_call` long
+    /// is a failure (C5).
+    #[inline]
+    pub fn record_raw(&self, permit: RawPermit, outcome: Outcome) -> Outcome {
+        self.record_data(permit.0, outcome)
+    }
+
+    /// [`Dependency::record_raw`] on the permit's fields.
+    #[inline]
+    pub(crate) fn record_data(&self, permit: PermitData, outcome: Outcome) -> Outcome {
+        if self.quiet(permit, outcome) {
+            return outcome;
+        }
+        self.record_cold(
+            permit.slot,
+            permit.generation,
+            permit.probe,
+            permit.started_ns,
+            outcome,
+        )
+    }
+
+    /// Everything but the quiet success, kept out of line so the fast path
+    /// before it stays a few instructions in the caller (the C ABI's
+    /// `bb_record` included).
+    /// (The permit in scalars: passed in registers, so the caller need not
+    /// spill it to memory on the fast path just in case.)
+    #[inline(never)]
+    pub(crate) fn record_cold(
+        &self,
+        slot: u32,
+        generation: u64,
+        probe: bool,
+        started_ns: u64,
+        outcome: Outcome,
+    ) -> Outcome {
+        // The window's fast path takes the scalars: a `PermitData` built
+        // here went through the stack, its slot and probe flag stored
+        // apart and read back as one word, which stalled store forwarding
+        // on every failure-rate record.
+        if self.record_windowed(slot, generation, probe, outcome) {
+            return outcome;
+        }
+        let permit = PermitData {
+            slot,
+            generation,
+            probe,
+            started_ns,
+        };
+        self.record_general(permit, outcome)
+    }
+
+    /// [`Dependency::record_cold`] past the failure-rate window's fast
+    /// path: a function of its own, so the registers its general path
+    /// needs are not saved on the window's every call. (The permit by
+    /// value: a spill here costs nothing the fast paths pay.)
+    #[inline(never)]
+    pub(crate) fn record_general(&self, permit: PermitData, outcome: Outcome) -> Outcome {
+        if self.record_counted(permit, outcome) {
+            return outcome;
+        }
+        let inner = &*self.inner;
+        let Some(part) = self.partition_by_slot(permit.slot) else {
+            return outcome;
+        };
+        let mut verdict = verdict_of(outcome);
+        if let (Verdict::Success, Some(slow)) = (verdict, inner.config.slow_call) {
+            if permit.started_ns != NOT_TIMED {
+                let took = inner
+                    .clock
+                    .now()
+                    .saturating_duration_since(Instant::from_nanos(permit.started_ns));
+                if took >= slow {
+                    verdict = Verdict::Failure;
+                }
+            }
+        }
+        let mut trip = false;
+        if let (Some((rate, min_calls)), false, false) =
+            (inner.rate, permit.probe, verdict == Verdict::Cancelled)
+        {
+            let w = part.cell.load();
+            if w.phase() == Phase::Closed && w.generation() == permit.generation {
+                let judge = |window: &Window| {
+                    // A bucket is window / 10 wide: a coarse reading picks
+                    // it well enough once buckets are ≥ 10 ms.
+                    let now = if window.coarse_ok() {
+                        self.now_coarse()
+                    } else {
+                        inner.clock.now()
+                    }
+                    .as_nanos();
+                    window.record_and_judge(now, verdict == Verdict::Failure, rate, min_calls)
+                };
+                trip = match part.window() {
+                    Some(window) => judge(window),
+                    // A tenant slot's window of this permit's episode, or
+                    // none: a window of a later episode (the word moved on
+                    // since the load above) is not this record's to count
+                    // in; the cell then finds the record late.
+                    None => part
+                        .with_episode_window(|window| {
+                            window.episode == permit.generation && judge(window)
+                        })
+                        .unwrap_or(false),
+                };
+            }
+        }
+        self.apply(permit, part, verdict, trip)
+    }
+
+    /// A closed global failure-rate breaker's success or failure, counted
+    /// in the window and judged without the cell's CAS loop. That is what
+    /// the general path comes to for a closed word of the permit's
+    /// generation with no count (the rate policy keeps none there):
+    /// `machine::record` changes nothing unless the window trips, and a
+    /// trip goes on through the cell. True when recorded.
+    #[inline]
+    pub(crate) fn record_windowed(
+        &self,
+        slot: u32,
+        generation: u64,
+        probe: bool,
+        outcome: Outcome,
+    ) -> bool {
+        let inner = &*self.inner;
+        if !inner.window_fast || slot != 0 || probe {
+            return false;
+        }
+        let verdict = verdict_of(outcome);
+        if verdict == Verdict::Cancelled {
+            return false;
+        }
+        let part = &*inner.zero;
+        let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window()) else {
+            return false;
+        };
+        if !part.cell.load().is_quiet_closed(generation) {
+            return false;
+        }
+        let failed = verdict == Verdict::Failure;
+        if window.record_and_judge(self.now_coarse().as_nanos(), failed, rate, min_calls) {
+            let permit = PermitData {
+                slot,
+                generation,
+                probe,
+                started_ns: NOT_TIMED,
+            };
+            let _ = self.apply(permit, part, verdict, true);
+        } else if failed {
+            inner.zero_stats.hot(Hot::Failure);
+        }
+        true
+    }
+
+    /// A failure the consecutive policy only counts
+    /// ([`machine::count_failure`]), installed by one CAS instead of the
+    /// cell's loop; a lost race goes the general way. True when recorded.
+    #[inline]
+    pub(crate) fn record_counted(&self, permit: PermitData, outcome: Outcome) -> bool {
+        if outcome != Outcome::Failure || permit.probe {
+            return false;
+        }
+        let Some(part) = self.partition_by_slot(permit.slot) else {
+            return false;
+        };
+        let w = part.cell.load();
+        let Some(next) = machine::count_failure(w, &self.inner.policy, permit.generation) else {
+            return false;
+        };
+        if !part.cell.try_replace(w, next) {
+            return false;
+        }
+        let pin = pin_for(permit.slot);
+        if let Some(stats) = self.counters(permit.slot, part, permit.generation, &pin) {
+            stats.hot(Hot::Failure);
+        }
+        self.touch_failed(permit.slot, part);
+        true
+    }
+
+    /// Ranks a tenant partition that just counted a failure for LRU
+    /// eviction: its cold part, where the tick lives, exists by now.
+    pub(crate) fn touch_failed(&self, slot: u32, part: &Partition) {
+        if let (Some(t), true) = (&self.inner.table, slot != 0) {
+            part.touch(|| t.tick());
+        }
+    }
+
+    /// The cell's part of a record, after the window's: the word's change,
+    /// the counters, the transition's event.
+    pub(crate) fn apply(
+        &self,
+        permit: PermitData,
+        part: &Partition,
+        verdict: Verdict,
+        trip: bool,
+    ) -> Outcome {
+        let inner = &*self.inner;
+        let r = part.cell.record(
+            &inner.policy,
+            &*inner.clock,
+            permit.generation,
+            permit.probe,
+            verdict,
+            trip,
+        );
+        let pin = pin_for(permit.slot);
+        let stats = || self.counters(permit.slot, part, permit.generation, &pin);
+        match r {
+            Recorded::Late => {
+                // A slot that changed owner since the permit was issued
+                // (or has none) counts it with the dependency's overflow
+                // partition, which lists it.
+                bump(&stats().unwrap_or(&inner.zero_stats).late_records_total);
+                // A returned probe slot can leave a closed partition with
+                // none in flight: evictable again.
+                if let (true, Some(table)) = (permit.probe, &inner.table) {
+                    table.note_evictable();
+                }
+            }
+            Recorded::Applied | Recorded::Transition(_) => match verdict {
+                Verdict::Failure => {
+                    if let Some(s) = stats() {
+                        s.hot(Hot::Failure);
+                    }
+                    self.touch_failed(permit.slot, part);
+                }
+                Verdict::Cancelled => {
+                    if let Some(s) = stats() {
+                        bump(&s.cancelled_total);
+                    }
+                }
+                Verdict::Success => {}
+            },
+        }
+        drop(pin);
+        if let Recorded::Transition(t) = r {
+            self.on_transition(permit.slot, part, &t, EventKind::Transition);
+        }
+        match verdict {
+            Verdict::Success => Outcome::Success,
+            Verdict::Failure => Outcome::Failure,
+            Verdict::Cancelled => Outcome::Cancelled,
+        }
+    }
+}
