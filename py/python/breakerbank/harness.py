@@ -70,10 +70,6 @@ __all__ = [
     "write_json",
 ]
 
-STATES = ("closed", "half_open", "open", "forced_open")
-GLOBAL = "global"
-
-
 class ScenarioError(ValueError):
     """A scenario file is invalid; ``problems`` lists every problem found."""
 
@@ -488,7 +484,7 @@ class Report:
 class _Stream:
     """The calls of one tenant to one dependency."""
 
-    __slots__ = ("dep", "name", "tenant", "partition", "rate", "acc", "phase", "report", "faults", "stale")
+    __slots__ = ("dep", "name", "tenant", "partition", "rate", "acc", "phase", "report", "faults")
 
     def __init__(self, dep: Dependency, tenant: str | None, partition: str, rate: float,
                  phase: float, report: PartitionReport, faults: list[Fault]) -> None:
@@ -501,7 +497,6 @@ class _Stream:
         self.phase = phase
         self.report = report
         self.faults = faults
-        self.stale = dep.fallback.kind == "stale"
 
     def count(self, dt: float) -> int:
         self.acc += self.rate * dt
@@ -540,17 +535,9 @@ def _degraded() -> str:
 
 def _hot_windows(s: Scenario, bank: Bank) -> dict[tuple[str, str | None], list[tuple[float, float]]]:
     """Per (dependency, fault tenant) the time ranges where every call is driven."""
-    doc = yaml.safe_load(s.profile_text) or {}
-    deps = doc.get("dependencies", {}) if isinstance(doc, Mapping) else {}
     out: dict[tuple[str, str | None], list[tuple[float, float]]] = {}
     for f in s.faults:
-        trip = deps.get(f.dependency, {}).get("trip", {}) if isinstance(deps, Mapping) else {}
-        window = 0.0
-        if isinstance(trip, Mapping) and "window" in trip:
-            try:
-                window = parse_duration(trip["window"])
-            except ValueError:
-                window = 0.0
+        window = bank[f.dependency].window or 0.0  # a failure-rate policy's rolling window
         lead = window + s.tick
         tail = window + f.latency + (s.timeout or 0.0) + s.tick
         out.setdefault((f.dependency, f.tenant), []).append((f.start - lead, f.end + tail))
@@ -574,14 +561,12 @@ def simulate(s: Scenario, progress: IO[str] | None = None) -> Report:
     isolation: dict[str, str] = {d: bank[d].isolation for d in bank.dependencies}
     reports: dict[str, dict[str, PartitionReport]] = {d: {} for d in bank.dependencies}
     hot = _hot_windows(s, bank)
+    # Named by the core before any call, so every tenant names its own partition.
+    faulted_deps = {f.dependency for f in s.faults if f.tenant is None}
+    faulted_parts = {(f.dependency, bank[f.dependency].breaker_of(f.tenant)) for f in s.faults if f.tenant is not None}
 
     def faulted(dep: str, partition: str) -> bool:
-        for f in s.faults:
-            if f.dependency != dep:
-                continue
-            if isolation[dep] == "global" or f.tenant is None or f.tenant == partition:
-                return True
-        return False
+        return dep in faulted_deps or (dep, partition) in faulted_parts
 
     def report_for(dep: str, partition: str) -> PartitionReport:
         r = reports[dep].get(partition)
@@ -599,19 +584,15 @@ def simulate(s: Scenario, progress: IO[str] | None = None) -> Report:
             continue
         callers: list[str | None] = list(s.tenants) if s.tenants else [None]
         for tenant in callers:
-            partition = tenant if (isolation[name] == "tenant" and tenant is not None) else GLOBAL
+            partition = dep.breaker_of(tenant)
             faults = [f for f in s.faults if f.dependency == name and (f.tenant is None or f.tenant == tenant)]
             streams.append(_Stream(dep, tenant, partition, rate / len(callers), rng.random(),
                                    report_for(name, partition), faults))
         for (fdep, ftenant), wins in hot.items():
             if fdep != name:
                 continue
-            if isolation[name] == "global":
-                keys = [GLOBAL]
-            elif ftenant is None:
-                keys = [t for t in s.tenants]
-            else:
-                keys = [ftenant]
+            covered = callers if ftenant is None else [ftenant]
+            keys = list(dict.fromkeys(dep.breaker_of(t) for t in covered))
             for k in keys:
                 part_windows.setdefault((name, k), []).extend(wins)
 
@@ -652,8 +633,8 @@ def simulate(s: Scenario, progress: IO[str] | None = None) -> Report:
         _, _, st, d, outcome = item
         key = (st.name, st.partition)
         pending_by_part[key] -= 1
-        if outcome == "failure":
-            d.failure()
+        if outcome == "timeout":  # the caller's own timeout, no deadline: the core's rule says failure
+            d.finish(TimeoutError(f"{st.name} took longer than the scenario's timeout"))
         else:
             d._returned("value", None)
         observe(st)
@@ -687,7 +668,7 @@ def simulate(s: Scenario, progress: IO[str] | None = None) -> Report:
                 d._returned("value", None)
         else:  # latency: the outcome comes later, on the clock
             if s.timeout is not None and fault.latency >= s.timeout:
-                done_at, outcome = t + s.timeout, "failure"  # the client timed out
+                done_at, outcome = t + s.timeout, "timeout"  # the client gave up
                 st.report.failures_injected += 1
             else:
                 done_at, outcome = t + fault.latency, "returned"
