@@ -2,11 +2,11 @@
 
 use crate::bank::PyBank;
 use crate::decision::PyDecision;
-use crate::errors::Error;
+use crate::errors::{secs, Error};
 use crate::fallback::{serve, PyFallback};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
-use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome};
+use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome, TripPolicy};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -275,6 +275,26 @@ impl PyDependency {
     #[getter]
     fn fallback(&self) -> PyFallback {
         PyFallback::from_core(self.dep.fallback())
+    }
+
+    /// The rolling window of a `failure_rate` trip policy, in seconds (C5);
+    /// None under `consecutive_failures`.
+    #[getter]
+    fn window(&self) -> Option<f64> {
+        match self.dep.config().trip {
+            TripPolicy::FailureRate { window, .. } => Some(secs(window)),
+            TripPolicy::ConsecutiveFailures(_) => None,
+        }
+    }
+
+    /// The partition a call for `tenant` would be served by, by name: the
+    /// tenant id (whether or not it has a partition yet), "global" on a
+    /// global dependency, or "<overflow>" when the tenant table is known to
+    /// be full of partitions that cannot be evicted, or the tenant is
+    /// missing or invalid (C1, C9). Never creates a partition.
+    #[pyo3(signature = (tenant=None))]
+    fn breaker_of(&self, tenant: Option<&str>) -> String {
+        self.dep.breaker_of(tenant)
     }
 
     /// Now, in seconds on the bank's clock (for deadlines).

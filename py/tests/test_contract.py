@@ -48,6 +48,14 @@ def test_c1_global_dependency_ignores_the_tenant(bank: bb.Bank) -> None:  # C1
     assert rates.state(tenant="zzz") == "open"
 
 
+def test_c1_breaker_of_names_the_partition_without_creating_it(bank: bb.Bank) -> None:  # C1
+    pay, rates = bank["payments_client"], bank["rates_client"]
+    assert pay.breaker_of("acme") == "acme"
+    assert rates.breaker_of("acme") == rates.breaker_of() == "global"
+    assert pay.breaker_of() == "<overflow>"  # no tenant: no partition of its own
+    assert bank.metrics()["payments_client"] == {}  # asking created nothing
+
+
 # --- C2 Names --------------------------------------------------------------
 
 
@@ -237,6 +245,11 @@ def test_c5_failure_rate_window_rolls(bank: bb.Bank, clock: bb.ManualClock) -> N
     clock.advance(11)  # the window is 10s: those failures age out
     fail(email, 1)
     assert email.state() == "closed"
+
+
+def test_c5_window_is_the_failure_rate_policys(bank: bb.Bank) -> None:  # C5
+    assert bank["email_client"].window == 10.0
+    assert bank["payments_client"].window is None  # consecutive_failures has none
 
 
 def test_c5_failure_rate_below_threshold_stays_closed(bank: bb.Bank) -> None:  # C5
@@ -492,6 +505,15 @@ def test_c9_overflow_partition_is_named_in_errors(make_bank) -> None:  # C9, C4
     with pytest.raises(bb.DeadlineExpired) as expired:
         pay.call(boom, tenant="b", deadline=-1)
     assert expired.value.partition == "<overflow>"
+
+
+def test_c9_breaker_of_a_tenant_with_no_room_is_the_overflow(make_bank) -> None:  # C9
+    bank = make_bank(dep_yaml("payments_client", max_tenants="1", trip="{consecutive_failures: 1}"))
+    pay = bank["payments_client"]
+    trip(pay, "a", failures=1)
+    pay.call(lambda: "ok", tenant="b")  # no room: routed to <overflow>
+    assert pay.breaker_of("a") == "a"
+    assert pay.breaker_of("b") == "<overflow>"
 
 
 def test_c9_max_tenants_on_a_global_dependency_is_a_profile_error() -> None:  # C9

@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m breakerbank",
         description="breakerbank's harness: validate profiles, run fault-injection scenarios "
         "on virtual time through the real core.",
-        epilog="Scenario format: see `pydoc breakerbank.harness`.",
+        epilog="Scenario format: see `pydoc breakerbank.scenario`.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="validate a profile; exit 1 listing every problem")
