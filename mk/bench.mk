@@ -6,7 +6,7 @@
 #     bench-scale          tenant-scoped cost at 1 … 1M tenants, memory per partition, flood
 #     bench-overflow       an admission sent to the overflow by a table full of open partitions
 #
-# Each step's output is kept in $(BENCH_OUT)/ for notes/bench-report.md.
+# Each step's output is kept in $(BENCH_OUT)/; BENCHMARKS.md has the figures.
 # Shorter or longer: make bench BENCH_CRITERION_ARGS="--measurement-time 5" BENCH_RUNS=11
 
 CARGO ?= cargo

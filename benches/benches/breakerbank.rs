@@ -200,9 +200,8 @@ mod closed_mixed {
     pub fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group("closed_mixed");
         // Success first, so the failure rate is never above 50%. A short
-        // window: a bucket (window / 10) must see fewer than 2^20 calls, or
-        // its saturated call count lets the rate drift to 100% and trip
-        // (see notes/bench-report.md, "window saturation").
+        // window keeps each bucket (window / 10) near or under the 2^20
+        // calls it counts before it halves its counts.
         let (_b1, dep) =
             breakerbank_benches::bank(&breakerbank_benches::rate_yaml(1.0, 100, "100ms"));
         let mut i = 0u64;

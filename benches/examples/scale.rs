@@ -4,7 +4,7 @@
 //!
 //! Cost: every tenant is inserted first (one admit + record each, with
 //! `max_tenants` equal to the tenant count, so nothing is evicted); then
-//! each pass makes 1M admit + record-success calls, in three orders:
+//! each pass makes 1M admit + record-success calls, four ways:
 //!
 //! - `scattered`: a fixed shuffled order (a random permutation, cycled),
 //!   as uniformly spread traffic reaches the tenants: consecutive calls
@@ -16,28 +16,25 @@
 //! - `zipf`: 1M calls drawn from a Zipf law of exponent one over the
 //!   tenants, the popular ones scattered in the arena: traffic with a few
 //!   large tenants, whose partitions stay in cache.
-//! - `in order`: index += 3, mod N, the walk this example first used (it
-//!   took 1,000,003 mod N, which is 3 for every N here, not the scattered
-//!   order it meant). Kept to compare with older figures: while
-//!   partitions were allocated in insertion order, that walk read the
-//!   arena almost sequentially; since the two-home layout a tenant's slot
-//!   follows its hash, and the walk is as scattered as the shuffled one.
+//! - `in order`: index += 3, mod N, over tenants numbered in insertion
+//!   order. A tenant's slot follows its hash, not its arrival, so this
+//!   walk reads the arena as scattered as the shuffled order does: the
+//!   column shows that insertion order buys a lookup nothing.
 //!
 //! Tenant ids are 9 bytes (`t` + 8 letters), each written into a ring of
-//! buffers 16 calls before its use (`IdRing`: written right before the
-//! call, the id's write held every call back until the last had retired);
-//! the `id_floor` line is that loop alone. Formatting an id costs ~40
-//! register-writing instructions a call, and at 1M tenants how many
-//! calls overlap their misses is bounded by the physical registers those
-//! instructions hold (`notes/bench-report.md`, session 11): so `listed`
-//! reads each call's id from one buffer made beforehand, in calling
-//! order, as a service has its requests' ids in memory already; the
+//! buffers 16 calls before its use (`IdRing` says why ahead); the
+//! `id_floor` line is that loop alone. Formatting an id takes
+//! register-writing instructions, and at 1M tenants how many calls overlap
+//! their misses is bounded by the physical registers the loop's
+//! instructions hold (`docs/tenant-table.md`): so `listed` reads each
+//! call's id from one buffer made beforehand, in calling order, as a
+//! service has its requests' ids in memory already; the
 //! second `id_floor` figure is that loop alone. One more row repeats
 //! 100k tenants with 36-byte, UUID-shaped ids (kept as a fingerprint in
 //! the partition). The median pass is reported.
 //!
 //! Memory floor, measured right before each row: N 64-byte lines (one per
-//! tenant, as each partition is), one word read per step in the same
+//! tenant, as each tenant's home line is), one word read per step in the same
 //! shuffled order: `chase` makes each read's address depend on the last
 //! read (the latency of one scattered line), `reads` leaves them
 //! independent (what overlapping misses bring it down to). One scattered
@@ -204,7 +201,7 @@ fn zipf(n: u32) -> Vec<u32> {
         .collect()
 }
 
-/// The walk this example used before: index += 3, mod n (see the top).
+/// The `in order` walk: index += 3, mod n (see the top).
 fn every_third(n: u32) -> Vec<u32> {
     (0..u64::from(n))
         .map(|k| (k * 3 % u64::from(n)) as u32)
@@ -406,8 +403,7 @@ fn main() {
         let per_with_table = (after - before_bank) as f64 / f64::from(n);
         let huge = huge_mb().map_or_else(|| "-".to_string(), |mb| format!("{mb:.0}"));
         // Right before the row it frames: this host's caches change
-        // from minute to minute (a 6.4 MB chase took 18 ns in one run and
-        // 140 ns in the next).
+        // from minute to minute (the L3 it shares comes and goes).
         let (chase, reads) = memory_floor(n, passes);
         let ns = time_ids(&shuffled(n), passes, long_ids, |id| call(&dep, id));
         let listed = time_listed(&shuffled(n), passes, long_ids, |id| call(&dep, id));

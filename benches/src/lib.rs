@@ -107,14 +107,13 @@ pub const RING: usize = 16;
 /// Tenant ids written [`RING`] calls before they are used, as a service's
 /// ids come from requests parsed well before the call.
 ///
-/// Writing an id into one buffer right before each call, as the scale
-/// bench first did, made every call wait for that write to reach the cache:
-/// the table's lookup reads the id as whole words, a word spans the
-/// buffer's byte store and its 8-byte store, and such a load cannot take
-/// its bytes from the pending stores: it waits until they commit, which is
-/// after every earlier instruction retires. Each call then began only once
-/// the last one had finished, misses and all (1 tenant: 17.5 ns a call
-/// that way, 10 ns with ids made ahead).
+/// An id written into one buffer right before each call would make every
+/// call wait for that write to reach the cache: the table's lookup reads
+/// the id as whole words, a word spans the buffer's byte store and its
+/// 8-byte store, and such a load cannot take its bytes from the pending
+/// stores: it waits until they commit, which is after every earlier
+/// instruction retires. Each call would then begin only once the last one
+/// had finished, misses and all.
 #[derive(Debug)]
 pub struct IdRing {
     short: [[u8; 9]; RING],

@@ -5,11 +5,11 @@
 //! * `closed_global`: a closed, globally scoped dependency; admit + record success.
 //! * `closed_tenant_100k`: a closed, tenant-scoped dependency with 100 000
 //!   live tenants, admitting round-robin across them; admit + record success.
-//!
-//! Both sides use the very same bank and breakers (`__bench_bank`).
 //! * `open_reject`: an open global dependency; admit only (rejected, no permit).
 //! * `ticket`: the exactly-once ledger alone (issue + redeem), the part of
 //!   the ABI's cost that buys "a permit recorded twice never counts twice".
+//!
+//! Both sides use the very same bank and breakers (`__bench_bank`).
 //!
 //! The machine is two cores shared with other builds, so `rust` and `ffi`
 //! are measured *interleaved*: each criterion sample runs both, alternating

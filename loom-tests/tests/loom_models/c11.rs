@@ -94,10 +94,10 @@ fn admitted_or_forced(d: Decision<'_>) -> Option<breakerbank::RawPermit> {
 /// so its failure (which would trip a current closed word) is late and
 /// leaves the tenant forced open.
 ///
-/// Bound 1 (6 779 executions, under a second): it fails there if
-/// `settle_forced` leaves the word as the insert made it, and on the
-/// first execution without the two fences. Bound 2 passes too (145 757
-/// executions, about 20 s alone), kept out of `make test`'s time budget.
+/// Capped at bound 1, where it fails if `settle_forced` leaves the word
+/// as the insert made it, and on the first execution without the two
+/// fences. Bound 2 passes too (`make loom-uncapped`), outside
+/// `make test`'s time budget.
 #[test]
 fn c11_force_open_all_racing_an_insert_isolates_the_newcomer() {
     let profile = profile(Scope::Tenant { max_tenants: 1 }, 1, 1, 1);
@@ -144,9 +144,8 @@ fn c11_force_open_all_racing_an_insert_isolates_the_newcomer() {
 /// closed, so none is left forced open). After the join the tenant reads
 /// closed and is admitted.
 ///
-/// Bound 1 (7 076 executions), as the model above, and failing the same
-/// ways without `settle_forced` or the fences; bound 2 passes too
-/// (153 588 executions, about 19 s alone).
+/// Capped at bound 1, as the model above, and failing the same ways
+/// without `settle_forced` or the fences; bound 2 passes too.
 #[test]
 fn c11_reset_all_racing_an_insert_never_leaves_the_newcomer_forced() {
     let profile = profile(Scope::Tenant { max_tenants: 1 }, 1, 1, 1);

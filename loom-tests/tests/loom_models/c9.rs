@@ -7,11 +7,11 @@ use loom::sync::Arc;
 use loom::thread;
 
 // Ids longer than a partition keeps (15 bytes): the models below check the
-// shard path, with or without a racing eviction, as before the tenant
-// index existed; ids of up to 15 bytes try the index first, modelled by
+// shard path, with or without a racing eviction; ids of up to 15 bytes try
+// their homes and the index first, modelled by
 // `c9_index_hint_racing_recycle_never_admits_the_wrong_tenant`. (With
 // short ids these models grow past millions of executions; long ids keep
-// off the index under loom, see `Table::long_key_words`.)
+// to the shard path under loom, see `Table::fast`.)
 const A: &str = "tenant-a/by-shard-path";
 const B: &str = "tenant-b/by-shard-path";
 const C: &str = "tenant-c/by-shard-path";
@@ -31,8 +31,8 @@ const WARM: &str = "warm/by-the-shard-path";
 #[test]
 fn c9_same_tenant_inserted_twice_shares_one_partition() {
     let profile = profile(Scope::Tenant { max_tenants: 3 }, 1, 1, 1);
-    // Capped at bound 1 to keep `make loom` under five minutes (bound 2
-    // passes too: 822 164 executions, over two minutes).
+    // Capped at bound 1 to keep `make loom` within its time budget (bound
+    // 2 passes too: `make loom-uncapped`).
     explore_bounded(
         "c9_same_tenant_inserted_twice_shares_one_partition",
         1,
@@ -144,9 +144,8 @@ fn admitted(d: Decision<'_>, tenant: &str) -> RawPermit {
     }
 }
 
-/// The stronger eviction model that N1 (`notes/loom-needs.md`) had
-/// forced down to [`c9_eviction_racing_trip_never_evicts_open`]: both
-/// threads admit, so both may insert and evict each other.
+/// The two-inserter form of [`c9_eviction_racing_trip_never_evicts_open`]:
+/// both threads admit, so both may insert and evict each other.
 ///
 /// `max_tenants: 1`, consecutive_failures 2. Setup: tenant `a` holds the
 /// only slot, closed with one failure counted (evictable, least recently
@@ -167,18 +166,17 @@ fn admitted(d: Decision<'_>, tenant: &str) -> RawPermit {
 ///   would have restarted and one failure could not trip it), later
 ///   newcomers go there too, `a` is refused as open and stays open;
 /// * isolation across recycling: `a`'s failure, recorded after `b` took
-///   the slot, never changes `b`'s state (it can reach `b`'s counters:
-///   N4 in `notes/loom-needs.md`, so `failures_total` is not asserted);
+///   the slot, never changes `b`'s state (the new owner's counters are
+///   checked by the late failure-rate models below);
 /// * every admission routed to the overflow partition is counted there,
 ///   and the table never holds more than `max_tenants` tenants.
 ///
-/// Bound 1 at most: at bound 2 it is millions of executions (a reduced
-/// variant with only the two admissions took 2 208 972, 443 s).
+/// Capped at bound 1: at bound 2 it runs to millions of executions.
 ///
-/// Before 896fab0 it failed (N5 in `notes/loom-needs.md`): an eviction
-/// through a stale shard snapshot left a tenant's entry naming a slot it
-/// did not own, and a later admission of that tenant, even alone, spun
-/// forever in `Table::get_or_insert`; loom reported its branch limit.
+/// Fails if eviction may act on a stale shard snapshot: a tenant's entry
+/// then names a slot it does not own, and a later admission of that
+/// tenant, even alone, spins forever in `Table::get_or_insert` (loom
+/// reports its branch limit).
 #[test]
 fn c9_eviction_racing_admission_never_evicts_open() {
     let profile = profile(Scope::Tenant { max_tenants: 1 }, 2, 1, 1);
@@ -283,17 +281,12 @@ fn c9_eviction_racing_admission_never_evicts_open() {
 /// counts only once it confirms the id and the generation, so `a` must
 /// never be admitted into `b`'s partition: its permit never carries the
 /// slot and generation of `b`'s, and its failure, recorded after the
-/// join, never trips `b`. (Before the homes, `a` was found through an
-/// index hint; the confirmation is the same code, `Table::confirm`.)
+/// join, never trips `b`. (A tenant found through the index is confirmed
+/// by the same code, `Table::confirm`.)
 ///
-/// 493 082 executions at bound 1 (66 s on the 2-core machine; 1 556 854,
-/// four and a half minutes, before 739f12c scaled the homes to the slot
-/// count, which changed the slots the two tenants take and the order
-/// their lookups try them in; 340 815 through the index alone before the
-/// homes): kept out
-/// of `make test`'s time budget, so `make loom-index` (and
-/// `make loom-deep`) run it; `core/tests/tenant_stress.rs` races the same
-/// thing on real threads in every `make test`.
+/// Bound 1, and too long for `make test`'s time budget: `make loom-index`
+/// (and `make loom-deep`) run it; `core/tests/tenant_stress.rs` races the
+/// same thing on real threads in every `make test`.
 ///
 /// Not covered here: a lookup racing its own tenant's eviction *and*
 /// re-insertion into the same slot, which the generation re-check in
