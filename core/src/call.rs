@@ -12,6 +12,9 @@ use crate::sync::AtomicU64;
 use std::fmt;
 use std::future::Future;
 
+/// The stale-cache key of a call that names none.
+const DEFAULT_CACHE_KEY: &str = "";
+
 /// What [`Dependency::call`] and friends return on error.
 #[derive(Debug)]
 pub enum CallError<E> {
@@ -101,7 +104,8 @@ impl Dependency {
 
     /// Serves the declared fallback for a rejection (C3, C4): the one place
     /// fallbacks are chosen and counted. `stale` serves the last good value
-    /// for (tenant or `global`, `cache_key`) no older than `max_staleness`;
+    /// for (tenant or `global`, `cache_key`, `""` without one) no older
+    /// than `max_staleness`;
     /// `degraded` runs `degraded` (`None` from it means it failed); `error`
     /// always yields [`DependencyUnavailable`] with the code. A fallback
     /// never turns into a recorded success. A tenant id longer than
@@ -158,10 +162,11 @@ impl Dependency {
             },
             Fallback::Stale { max_staleness } => {
                 let owner = tenant.unwrap_or(GLOBAL);
-                let hit = match (&inner.stale, cache_key) {
-                    (Some(c), Some(k)) => c.get::<T>(owner, k, inner.clock.now(), *max_staleness),
-                    _ => None,
-                };
+                let key = cache_key.unwrap_or(DEFAULT_CACHE_KEY);
+                let hit = inner
+                    .stale
+                    .as_ref()
+                    .and_then(|c| c.get::<T>(owner, key, inner.clock.now(), *max_staleness));
                 match hit {
                     Some(v) => {
                         count(|s| &s.fallback_stale_total);
@@ -176,8 +181,29 @@ impl Dependency {
         }
     }
 
+    /// The stale-cache rule (C3), for every surface: the value a call
+    /// returned is kept for `stale` fallbacks when the call counted as a
+    /// success (`counted`, as [`Permit::finish`] or
+    /// [`record_raw`](Self::record_raw) returned it: a success at least
+    /// `slow_call` long counts as a failure and is not kept), under
+    /// `cache_key` or, without one, the dependency's default key `""`.
+    /// `value` is made only when kept.
+    pub fn keep_stale<T: Clone + Send + Sync + 'static>(
+        &self,
+        tenant: Option<&str>,
+        cache_key: Option<&str>,
+        counted: Outcome,
+        value: impl FnOnce() -> T,
+    ) {
+        if counted == Outcome::Success && self.inner.stale.is_some() {
+            self.cache_put(tenant, cache_key.unwrap_or(DEFAULT_CACHE_KEY), value());
+        }
+    }
+
     /// Stores a good value for `stale` fallbacks (a no-op for other kinds,
-    /// and for a tenant id longer than [`MAX_TENANT_LEN`] bytes, C9).
+    /// and for a tenant id longer than [`MAX_TENANT_LEN`] bytes, C9). Calls
+    /// go through [`keep_stale`](Self::keep_stale), which decides whether
+    /// their value is kept.
     pub fn cache_put<T: Clone + Send + Sync + 'static>(
         &self,
         tenant: Option<&str>,
@@ -199,7 +225,7 @@ impl Dependency {
         tenant: Option<&str>,
         r: &Rejection<'_>,
     ) -> Result<T, CallError<E>> {
-        if r.reason == RejectReason::DeadlineExpired {
+        if !r.reason.serves_fallback() {
             return Err(CallError::DeadlineExpired);
         }
         self.serve_fallback::<()>(tenant, r, None, None::<fn() -> Option<()>>)
@@ -219,7 +245,7 @@ impl Dependency {
     ) -> Result<T, CallError<E>> {
         // A panic in `f` drops the permit, which records `Cancelled` (C13).
         match self.admit(tenant, deadline) {
-            Ok(Decision::Admitted(p)) => finish(p, f()),
+            Ok(Decision::Admitted(p)) => finish(p, f()).1,
             Ok(Decision::Rejected(r)) => self.refused(tenant, &r),
             Err(e) => Err(e.into()),
         }
@@ -238,8 +264,8 @@ impl Dependency {
     }
 
     /// Like [`call`](Self::call), with a stale-cache key and a degraded
-    /// behaviour: a success is cached under `cache_key` for `stale`
-    /// fallbacks; a rejection serves the declared fallback (C3, C4).
+    /// behaviour: a value is kept for `stale` fallbacks as
+    /// [`keep_stale`](Self::keep_stale) says; a rejection serves the declared fallback (C3, C4).
     ///
     /// ```
     /// use breakerbank::{Bank, CallError, CallOptions, Profile};
@@ -272,15 +298,13 @@ impl Dependency {
     ) -> Result<T, CallError<E>> {
         match self.admit(tenant, deadline).map_err(CallError::from)? {
             Decision::Admitted(p) => {
-                let out = f();
-                if let (Ok(v), Some(k)) = (&out, options.cache_key) {
-                    self.cache_put(tenant, k, v.clone());
+                let (counted, out) = finish(p, f());
+                if let Ok(v) = &out {
+                    self.keep_stale(tenant, options.cache_key, counted, || v.clone());
                 }
-                finish(p, out)
+                out
             }
-            Decision::Rejected(r) if r.reason == RejectReason::DeadlineExpired => {
-                Err(CallError::DeadlineExpired)
-            }
+            Decision::Rejected(r) if !r.reason.serves_fallback() => Err(CallError::DeadlineExpired),
             Decision::Rejected(r) => self
                 .serve_fallback(tenant, &r, options.cache_key, options.degraded)
                 .map_err(CallError::Unavailable),
@@ -296,7 +320,7 @@ impl Dependency {
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
         match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => finish(p, fut.await),
+            Decision::Admitted(p) => finish(p, fut.await).1,
             Decision::Rejected(r) => self.reject_to_error(tenant, &r),
         }
     }
@@ -308,15 +332,10 @@ fn unreachable_value<T>() -> T {
     unreachable!("a fallback without cache key or degraded behaviour cannot serve a value")
 }
 
-fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
-    match out {
-        Ok(v) => {
-            p.record(Outcome::Success);
-            Ok(v)
-        }
-        Err(e) => {
-            p.record(Outcome::Failure);
-            Err(CallError::Inner(e))
-        }
-    }
+/// The call's result as [`Dependency::call`] returns it, its outcome
+/// recorded by `p` under the core's error rule ([`Outcome::of_error`]).
+#[inline(always)]
+fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> (Outcome, Result<T, CallError<E>>) {
+    let counted = p.finish(&out, Outcome::of_error);
+    (counted, out.map_err(CallError::Inner))
 }

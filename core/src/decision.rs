@@ -62,6 +62,25 @@ impl RejectReason {
             RejectReason::DeadlineExpired => "deadline_expired",
         }
     }
+
+    /// Whether a call refused for this reason is served the dependency's
+    /// fallback: every reason but an expired deadline, whose caller has
+    /// given up and gets [`RejectReason::DeadlineExpired`] as its error
+    /// (C10). The one place the rule is written.
+    #[inline]
+    pub fn serves_fallback(self) -> bool {
+        self != RejectReason::DeadlineExpired
+    }
+}
+
+impl Rejection<'_> {
+    /// The fallback to serve for this refusal: the dependency's declared
+    /// one, or none for an expired deadline (see
+    /// [`RejectReason::serves_fallback`]).
+    #[inline]
+    pub fn fallback_to_serve(&self) -> Option<&Fallback> {
+        self.reason.serves_fallback().then_some(self.fallback)
+    }
 }
 
 /// A refused call and the fallback to serve instead.
@@ -84,6 +103,25 @@ pub enum Outcome {
     Failure,
     /// The caller gave up or its deadline expired first: neither (C10).
     Cancelled,
+}
+
+impl Outcome {
+    /// `"success"`, `"failure"` or `"cancelled"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// The core's error rule for a call that returned an error: a failure
+    /// of the dependency, whatever the error. The default classifier of
+    /// [`Permit::finish`](crate::Permit::finish).
+    #[inline(always)]
+    pub fn of_error<E: ?Sized>(_: &E) -> Outcome {
+        Outcome::Failure
+    }
 }
 
 /// The answer to an admission.

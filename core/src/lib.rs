@@ -92,7 +92,9 @@ pub use decision::{AdmitError, Decision, Outcome, RejectReason, Rejection, MAX_T
 pub use dependency::{Dependency, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};
 pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CAPACITY};
-pub use metrics::{DependencyMetrics, MetricsSnapshot, PartitionMetrics, State};
+pub use metrics::{
+    DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, State, METRICS,
+};
 pub use permit::{Permit, RawPermit};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,

@@ -13,6 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::fmt;
 use std::sync::PoisonError;
 use std::time::Duration;
 
@@ -391,40 +392,13 @@ impl PartitionMetrics {
         }
     }
 
-    /// Every metric but `state`, as (API.md name, value), in API.md order.
+    /// Every metric but `state`, as (API.md name, value), in API.md order
+    /// (see [`METRICS`]).
     pub fn values(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("open_seconds_total", self.open_seconds_total),
-            ("open_episode_seconds", self.open_episode_seconds),
-            ("opened_total", self.opened_total as f64),
-            ("half_opened_total", self.half_opened_total as f64),
-            ("closed_total", self.closed_total as f64),
-            ("rejected_open_total", self.rejected_open_total as f64),
-            ("probe_rejects_total", self.probe_rejects_total as f64),
-            (
-                "forced_open_rejects_total",
-                self.forced_open_rejects_total as f64,
-            ),
-            ("deadline_expired_total", self.deadline_expired_total as f64),
-            ("failures_total", self.failures_total as f64),
-            ("cancelled_total", self.cancelled_total as f64),
-            ("late_records_total", self.late_records_total as f64),
-            ("fallback_stale_total", self.fallback_stale_total as f64),
-            (
-                "fallback_degraded_total",
-                self.fallback_degraded_total as f64,
-            ),
-            ("fallback_error_total", self.fallback_error_total as f64),
-            (
-                "fallback_failures_total",
-                self.fallback_failures_total as f64,
-            ),
-            (
-                "partition_overflow_total",
-                self.partition_overflow_total as f64,
-            ),
-            ("stuck", if self.stuck { 1.0 } else { 0.0 }),
-        ]
+        METRICS
+            .iter()
+            .map(|m| (m.name, (m.read)(self).as_f64()))
+            .collect()
     }
 }
 
@@ -444,43 +418,140 @@ pub struct MetricsSnapshot {
     pub dependencies: Vec<DependencyMetrics>,
 }
 
-const HELP: [(&str, &str); 18] = [
-    (
-        "open_seconds_total",
-        "Seconds open, trip to close, half-open included",
-    ),
-    (
-        "open_episode_seconds",
-        "Seconds open in the current episode",
-    ),
-    ("opened_total", "Transitions into open"),
-    ("half_opened_total", "Transitions into half-open"),
-    ("closed_total", "Transitions into closed"),
-    ("rejected_open_total", "Calls refused while open"),
-    (
-        "probe_rejects_total",
-        "Calls refused for lack of a probe slot",
-    ),
-    (
-        "forced_open_rejects_total",
-        "Calls refused while forced open",
-    ),
-    (
-        "deadline_expired_total",
-        "Admissions whose deadline had expired",
-    ),
-    ("failures_total", "Failures recorded"),
-    ("cancelled_total", "Cancelled outcomes"),
-    ("late_records_total", "Outcomes from an older generation"),
-    ("fallback_stale_total", "Stale fallbacks served"),
-    ("fallback_degraded_total", "Degraded fallbacks served"),
-    ("fallback_error_total", "Error fallbacks served"),
-    ("fallback_failures_total", "Fallbacks that could not serve"),
-    (
-        "partition_overflow_total",
-        "Admissions routed to the overflow partition",
-    ),
-    ("stuck", "1 when open past the recovery bound"),
+/// A metric's value in one partition.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MetricValue {
+    /// A count of events.
+    Count(u64),
+    /// A duration in seconds.
+    Seconds(f64),
+    /// A condition, 0 or 1 where a number is needed.
+    Flag(bool),
+}
+
+impl MetricValue {
+    /// The value as a number (a flag is 0 or 1).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            MetricValue::Count(n) => n as f64,
+            MetricValue::Seconds(s) => s,
+            MetricValue::Flag(b) => f64::from(u8::from(b)),
+        }
+    }
+}
+
+/// One metric of a partition, `state` aside: its API.md name, its
+/// Prometheus help text, and how to read it from [`PartitionMetrics`].
+#[derive(Clone, Copy)]
+pub struct Metric {
+    /// The name, as every surface spells it.
+    pub name: &'static str,
+    /// What it counts, for the Prometheus exposition.
+    pub help: &'static str,
+    /// Its value in a partition.
+    pub read: fn(&PartitionMetrics) -> MetricValue,
+}
+
+impl fmt::Debug for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metric").field("name", &self.name).finish()
+    }
+}
+
+/// Every metric of a partition but `state`, in API.md order: the one list
+/// the snapshot's values, the Prometheus exposition and the bindings name
+/// them from.
+pub const METRICS: [Metric; 18] = [
+    Metric {
+        name: "open_seconds_total",
+        help: "Seconds open, trip to close, half-open included",
+        read: |m| MetricValue::Seconds(m.open_seconds_total),
+    },
+    Metric {
+        name: "open_episode_seconds",
+        help: "Seconds open in the current episode",
+        read: |m| MetricValue::Seconds(m.open_episode_seconds),
+    },
+    Metric {
+        name: "opened_total",
+        help: "Transitions into open",
+        read: |m| MetricValue::Count(m.opened_total),
+    },
+    Metric {
+        name: "half_opened_total",
+        help: "Transitions into half-open",
+        read: |m| MetricValue::Count(m.half_opened_total),
+    },
+    Metric {
+        name: "closed_total",
+        help: "Transitions into closed",
+        read: |m| MetricValue::Count(m.closed_total),
+    },
+    Metric {
+        name: "rejected_open_total",
+        help: "Calls refused while open",
+        read: |m| MetricValue::Count(m.rejected_open_total),
+    },
+    Metric {
+        name: "probe_rejects_total",
+        help: "Calls refused for lack of a probe slot",
+        read: |m| MetricValue::Count(m.probe_rejects_total),
+    },
+    Metric {
+        name: "forced_open_rejects_total",
+        help: "Calls refused while forced open",
+        read: |m| MetricValue::Count(m.forced_open_rejects_total),
+    },
+    Metric {
+        name: "deadline_expired_total",
+        help: "Admissions whose deadline had expired",
+        read: |m| MetricValue::Count(m.deadline_expired_total),
+    },
+    Metric {
+        name: "failures_total",
+        help: "Failures recorded",
+        read: |m| MetricValue::Count(m.failures_total),
+    },
+    Metric {
+        name: "cancelled_total",
+        help: "Cancelled outcomes",
+        read: |m| MetricValue::Count(m.cancelled_total),
+    },
+    Metric {
+        name: "late_records_total",
+        help: "Outcomes from an older generation",
+        read: |m| MetricValue::Count(m.late_records_total),
+    },
+    Metric {
+        name: "fallback_stale_total",
+        help: "Stale fallbacks served",
+        read: |m| MetricValue::Count(m.fallback_stale_total),
+    },
+    Metric {
+        name: "fallback_degraded_total",
+        help: "Degraded fallbacks served",
+        read: |m| MetricValue::Count(m.fallback_degraded_total),
+    },
+    Metric {
+        name: "fallback_error_total",
+        help: "Error fallbacks served",
+        read: |m| MetricValue::Count(m.fallback_error_total),
+    },
+    Metric {
+        name: "fallback_failures_total",
+        help: "Fallbacks that could not serve",
+        read: |m| MetricValue::Count(m.fallback_failures_total),
+    },
+    Metric {
+        name: "partition_overflow_total",
+        help: "Admissions routed to the overflow partition",
+        read: |m| MetricValue::Count(m.partition_overflow_total),
+    },
+    Metric {
+        name: "stuck",
+        help: "1 when open past the recovery bound",
+        read: |m| MetricValue::Flag(m.stuck),
+    },
 ];
 
 type Labels = Vec<(&'static str, String)>;
@@ -503,20 +574,22 @@ impl MetricsSnapshot {
             "1 for the partition's current state",
             state.clone(),
         );
-        let families: Vec<Fam> = HELP
+        let families: Vec<Fam> = METRICS
             .iter()
-            .map(|(name, help)| match name.strip_suffix("_total") {
-                Some(stem) => {
-                    let fam = CounterFamily::default();
-                    registry.register(stem, *help, fam.clone());
-                    Fam::Counter(fam)
-                }
-                None => {
-                    let fam = GaugeFamily::default();
-                    registry.register(*name, *help, fam.clone());
-                    Fam::Gauge(fam)
-                }
-            })
+            .map(
+                |Metric { name, help, .. }| match name.strip_suffix("_total") {
+                    Some(stem) => {
+                        let fam = CounterFamily::default();
+                        registry.register(stem, *help, fam.clone());
+                        Fam::Counter(fam)
+                    }
+                    None => {
+                        let fam = GaugeFamily::default();
+                        registry.register(*name, *help, fam.clone());
+                        Fam::Gauge(fam)
+                    }
+                },
+            )
             .collect();
         for dep in &self.dependencies {
             for p in &dep.partitions {
@@ -529,7 +602,7 @@ impl MetricsSnapshot {
                     l.push(("state", s.as_str().to_string()));
                     state.get_or_create(&l).set(i64::from(p.state == s));
                 }
-                // `values()` and HELP list the metrics in the same order.
+                // `values()` lists the metrics in `METRICS` order.
                 for ((_, v), fam) in p.values().into_iter().zip(&families) {
                     match fam {
                         Fam::Counter(f) => {

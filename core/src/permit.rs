@@ -294,7 +294,27 @@ impl Permit<'_> {
         // Consumed without Drop: no "done" flag to write and test, so a
         // permit stays in registers through an inlined admit + record.
         let this = ManuallyDrop::new(self);
-        this.dep.record_fast(this.raw, this.part, outcome);
+        let _ = this.dep.record_fast(this.raw, this.part, outcome);
+    }
+
+    /// Records the outcome of the call this permit admitted, from what the
+    /// call returned (C13): a value is a success, an error is what
+    /// `classify` says it is (the caller's rule: [`Outcome::of_error`] for
+    /// Rust's, where every error is a failure; Python's exception rule in
+    /// its binding). Returns the outcome as counted: a success at least
+    /// `slow_call` long is a failure (C5).
+    #[inline(always)]
+    pub fn finish<T, E>(
+        self,
+        result: &Result<T, E>,
+        classify: impl FnOnce(&E) -> Outcome,
+    ) -> Outcome {
+        let outcome = match result {
+            Ok(_) => Outcome::Success,
+            Err(e) => classify(e),
+        };
+        let this = ManuallyDrop::new(self);
+        this.dep.record_fast(this.raw, this.part, outcome)
     }
 
     /// The permit as plain data; the caller now owes exactly one

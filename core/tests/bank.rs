@@ -819,3 +819,158 @@ fn c15_c9_a_tenant_refusal_is_counted_and_announces_stuck_under_its_own_name() {
         .all(|p| p.rejected_open_total == 0));
     admitted(pay.admit(Some("globex"), None).unwrap()).record(Outcome::Success);
 }
+
+const SLOW_STALE: &str = r#"
+dependencies:
+  catalog_client:
+    isolation: global
+    trip: {consecutive_failures: 5, slow_call: 2s}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: stale, max_staleness: 10m}
+    recovery_bound: 1m
+"#;
+
+#[test]
+fn c3_c5_a_slow_success_counts_as_a_failure_and_is_not_kept_for_stale_fallbacks() {
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(Profile::from_yaml(SLOW_STALE).unwrap(), clock.clone());
+    let cat = bank.dependency("catalog_client").unwrap();
+    let key = || CallOptions {
+        cache_key: Some("sku-1"),
+        degraded: None,
+    };
+    let slow = cat.call_with(None, None, key(), || {
+        clock.advance(Duration::from_secs(3));
+        Ok::<_, String>(1)
+    });
+    assert_eq!(slow.unwrap(), 1, "the caller still gets the slow value");
+    let fast = cat.call_with(None, None, key(), || Ok::<_, String>(2));
+    assert_eq!(fast.unwrap(), 2);
+    let late = cat.call_with(None, None, key(), || {
+        clock.advance(Duration::from_secs(3));
+        Ok::<_, String>(3)
+    });
+    assert_eq!(late.unwrap(), 3);
+    cat.force_open(None);
+    let served = cat.call_with(None, None, key(), || -> Result<i32, String> {
+        panic!("forced open: not called")
+    });
+    assert_eq!(
+        served.unwrap(),
+        2,
+        "the stale value is the last counted success, not a slow call's"
+    );
+}
+
+#[test]
+fn c3_a_call_without_a_cache_key_is_kept_and_served_under_the_default_key() {
+    let (bank, _clock) = two();
+    let cat = bank.dependency("catalog_client").unwrap();
+    let none = || CallOptions::<i32> {
+        cache_key: None,
+        degraded: None,
+    };
+    assert_eq!(
+        cat.call_with(Some("acme"), None, none(), || Ok::<_, String>(5))
+            .unwrap(),
+        5
+    );
+    cat.force_open(Some("acme"));
+    let served = cat.call_with(Some("acme"), None, none(), || -> Result<i32, String> {
+        panic!("forced open: not called")
+    });
+    assert_eq!(served.unwrap(), 5);
+    let keyed = cat.call_with(
+        Some("acme"),
+        None,
+        CallOptions {
+            cache_key: Some("other"),
+            degraded: None,
+        },
+        || -> Result<i32, String> { panic!("forced open: not called") },
+    );
+    assert!(matches!(keyed, Err(CallError::Unavailable(_))));
+}
+
+#[test]
+fn c10_only_an_expired_deadline_serves_no_fallback() {
+    use breakerbank::Instant;
+    let (bank, clock) = two();
+    let email = bank.dependency("email_client").unwrap();
+    clock.advance(Duration::from_secs(5));
+    let Decision::Rejected(r) = email.admit(None, Some(Instant::from_nanos(1))).unwrap() else {
+        panic!("an expired deadline is refused");
+    };
+    assert_eq!(r.reason, RejectReason::DeadlineExpired);
+    assert!(!r.reason.serves_fallback());
+    assert!(r.fallback_to_serve().is_none());
+    email.force_open(None);
+    let Decision::Rejected(r) = email.admit(None, None).unwrap() else {
+        panic!("forced open");
+    };
+    assert!(r.reason.serves_fallback());
+    assert_eq!(r.fallback_to_serve(), Some(email.fallback()));
+    for reason in [
+        RejectReason::Open,
+        RejectReason::ProbeBudget,
+        RejectReason::ForcedOpen,
+    ] {
+        assert!(reason.serves_fallback(), "{reason:?}");
+    }
+}
+
+#[test]
+fn c14_every_metric_is_named_once_in_api_order_and_exposed() {
+    let api = [
+        "open_seconds_total",
+        "open_episode_seconds",
+        "opened_total",
+        "half_opened_total",
+        "closed_total",
+        "rejected_open_total",
+        "probe_rejects_total",
+        "forced_open_rejects_total",
+        "deadline_expired_total",
+        "failures_total",
+        "cancelled_total",
+        "late_records_total",
+        "fallback_stale_total",
+        "fallback_degraded_total",
+        "fallback_error_total",
+        "fallback_failures_total",
+        "partition_overflow_total",
+        "stuck",
+    ];
+    let names: Vec<_> = breakerbank::METRICS.iter().map(|m| m.name).collect();
+    assert_eq!(names, api);
+    let (bank, _clock) = two();
+    let email = bank.dependency("email_client").unwrap();
+    fail(&email, None, 2);
+    let snap = bank.metrics();
+    let p = &snap
+        .dependencies
+        .iter()
+        .find(|d| d.name == "email_client")
+        .unwrap()
+        .partitions[0];
+    let values = p.values();
+    for (m, (name, v)) in breakerbank::METRICS.iter().zip(&values) {
+        assert_eq!(m.name, *name);
+        assert_eq!((m.read)(p).as_f64(), *v);
+    }
+    assert_eq!(
+        (breakerbank::METRICS[2].read)(p),
+        breakerbank::MetricValue::Count(1),
+        "opened_total"
+    );
+    let text = bank.prometheus();
+    for m in &breakerbank::METRICS {
+        let stem = m.name.strip_suffix("_total").unwrap_or(m.name);
+        assert!(
+            text.contains(&format!("# HELP breakerbank_{stem} {}", m.help)),
+            "{} missing from the exposition",
+            m.name
+        );
+    }
+}

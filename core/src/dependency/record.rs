@@ -26,10 +26,16 @@ impl Dependency {
     /// the consecutive policy a success on a closed word with no failures
     /// counted changes nothing (`machine::record`'s `(None, Applied)`).
     #[inline(always)]
-    pub(crate) fn record_fast(&self, raw: PermitData, part: Option<&Partition>, outcome: Outcome) {
-        if !self.quiet_on(raw, part, outcome) {
-            let _ = self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome);
+    pub(crate) fn record_fast(
+        &self,
+        raw: PermitData,
+        part: Option<&Partition>,
+        outcome: Outcome,
+    ) -> Outcome {
+        if self.quiet_on(raw, part, outcome) {
+            return outcome;
         }
+        self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome)
     }
 
     /// Whether recording `outcome` for `raw` would change nothing: a
