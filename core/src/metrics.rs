@@ -41,9 +41,9 @@ macro_rules! counters {
             pub(crate) stuck_announced: AtomicU64,
             /// When the current episode becomes stuck (C15), or `NO_EPISODE`.
             pub(crate) stuck_after: AtomicU64,
-            /// Per-thread stripes of the hot counters (see [`Hot`]);
+            /// Per-thread stripes of the flood counters (see [`Flood`]);
             /// empty but for global partitions.
-            owned: Box<[CachePadded<[AtomicU64; HOT_KINDS]>]>,
+            owned: Box<[CachePadded<[AtomicU64; FLOOD_KINDS]>]>,
             /// The generation of the newest transition accounted for in the
             /// episode fields; held while they are updated (see
             /// [`Stats::on_transition`]).
@@ -118,13 +118,13 @@ pub(crate) fn bump(c: &AtomicU64) {
 /// floods: refusals of an open, half-open or forced-open breaker, and the
 /// failures before a trip. They decide what those calls cost.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Hot {
+pub(crate) enum Flood {
     Open = 0,
     ProbeBudget = 1,
     ForcedOpen = 2,
     Failure = 3,
 }
-const HOT_KINDS: usize = 4;
+const FLOOD_KINDS: usize = 4;
 
 impl Stats {
     /// Counters whose hot counts have per-thread stripes: for a global
@@ -140,7 +140,7 @@ impl Stats {
 
     /// Counts one call of a hot `kind`.
     #[inline]
-    pub(crate) fn hot(&self, kind: Hot) {
+    pub(crate) fn count_flood(&self, kind: Flood) {
         if !self.owned.is_empty() {
             if let Some(stripe) = thread_index::get().and_then(|i| self.owned.get(i)) {
                 let c = &stripe[kind as usize];
@@ -151,20 +151,20 @@ impl Stats {
             }
         }
         bump(match kind {
-            Hot::Open => &self.rejected_open_total,
-            Hot::ProbeBudget => &self.probe_rejects_total,
-            Hot::ForcedOpen => &self.forced_open_rejects_total,
-            Hot::Failure => &self.failures_total,
+            Flood::Open => &self.rejected_open_total,
+            Flood::ProbeBudget => &self.probe_rejects_total,
+            Flood::ForcedOpen => &self.forced_open_rejects_total,
+            Flood::Failure => &self.failures_total,
         });
     }
 
     /// Calls of a hot `kind` so far, every stripe included.
-    pub(crate) fn hot_total(&self, kind: Hot) -> u64 {
+    pub(crate) fn flood_total(&self, kind: Flood) -> u64 {
         let shared = match kind {
-            Hot::Open => &self.rejected_open_total,
-            Hot::ProbeBudget => &self.probe_rejects_total,
-            Hot::ForcedOpen => &self.forced_open_rejects_total,
-            Hot::Failure => &self.failures_total,
+            Flood::Open => &self.rejected_open_total,
+            Flood::ProbeBudget => &self.probe_rejects_total,
+            Flood::ForcedOpen => &self.forced_open_rejects_total,
+            Flood::Failure => &self.failures_total,
         };
         self.owned
             .iter()
@@ -361,7 +361,7 @@ impl PartitionMetrics {
     ) -> Self {
         let state = State::from_phase(phase);
         let get = |f: fn(&Stats) -> &AtomicU64| stats.map_or(0, |s| f(s).load(Ordering::Relaxed));
-        let hot = |kind| stats.map_or(0, |s| s.hot_total(kind));
+        let hot = |kind| stats.map_or(0, |s| s.flood_total(kind));
         let episode = stats
             .and_then(Stats::episode_start)
             .filter(|_| matches!(state, State::Open | State::HalfOpen))
@@ -376,11 +376,11 @@ impl PartitionMetrics {
             opened_total: get(|s| &s.opened_total),
             half_opened_total: get(|s| &s.half_opened_total),
             closed_total: get(|s| &s.closed_total),
-            rejected_open_total: hot(Hot::Open),
-            probe_rejects_total: hot(Hot::ProbeBudget),
-            forced_open_rejects_total: hot(Hot::ForcedOpen),
+            rejected_open_total: hot(Flood::Open),
+            probe_rejects_total: hot(Flood::ProbeBudget),
+            forced_open_rejects_total: hot(Flood::ForcedOpen),
             deadline_expired_total: get(|s| &s.deadline_expired_total),
-            failures_total: hot(Hot::Failure),
+            failures_total: hot(Flood::Failure),
             cancelled_total: get(|s| &s.cancelled_total),
             late_records_total: get(|s| &s.late_records_total),
             fallback_stale_total: get(|s| &s.fallback_stale_total),

@@ -21,7 +21,7 @@ pub const OVERFLOW: &str = "<overflow>";
 /// LRU tick and the window. A healthy partition has none, so its slot is
 /// the word and the owner's key alone: half a cache line.
 #[derive(Debug)]
-pub(crate) struct Cold {
+pub(crate) struct SidePart {
     until: Until,
     /// When the youngest probe was admitted, and which probe permits hold
     /// no slot (C7's `probe_timeout`, see `state::cell`).
@@ -51,7 +51,7 @@ pub(crate) struct Cold {
     episodes: epoch::Atomic<Window>,
 }
 
-impl Drop for Cold {
+impl Drop for SidePart {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader can hold a guard on this pointer
         // any more (the cold part goes with its cell).
@@ -73,13 +73,13 @@ impl Drop for Cold {
     }
 }
 
-impl Default for Cold {
+impl Default for SidePart {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Side for Cold {
+impl Side for SidePart {
     fn until(&self) -> &Until {
         &self.until
     }
@@ -102,7 +102,7 @@ impl Side for Cold {
     }
 }
 
-impl Cold {
+impl SidePart {
     pub(crate) fn new() -> Self {
         Self {
             until: Until::default(),
@@ -177,7 +177,7 @@ impl Owner {
 #[derive(Debug)]
 #[repr(C, align(32))]
 pub struct Partition {
-    pub(crate) cell: Cell<Cold>,
+    pub(crate) cell: Cell<SidePart>,
     /// The owner's key words, [`NO_KEY`] while it has none: lets a
     /// lookup confirm the id without a pin.
     key: [AtomicU64; 2],
@@ -188,7 +188,7 @@ impl Partition {
     /// one), its cold part made at once: such partitions are shared by
     /// every caller, so nothing is gained by making it later.
     pub(crate) fn standalone(window: Option<Window>) -> Self {
-        let cold = Cold::new();
+        let cold = SidePart::new();
         if let Some(w) = window {
             cold.window_or_install(|| w);
         }
@@ -238,7 +238,7 @@ impl Partition {
     /// the owner of tenure `since`; `None` if the slot's block is no
     /// longer `cur`.
     pub(crate) fn install_stats<'g>(
-        cold: &'g Cold,
+        cold: &'g SidePart,
         cur: epoch::Shared<'g, Stats>,
         since: u64,
         guard: &'g epoch::Guard,
@@ -284,7 +284,7 @@ impl Partition {
     }
 
     /// Runs `f` on a tenant slot's current episode window, if it has one
-    /// (see `Cold::episodes`).
+    /// (see `SidePart::episodes`).
     pub(crate) fn with_episode_window<R>(&self, f: impl FnOnce(&Window) -> R) -> Option<R> {
         let cold = self.cell.side_if_any()?;
         let guard = epoch::pin();
@@ -353,7 +353,7 @@ impl Partition {
     /// Hands a held slot to a new owner, whose first word will be of
     /// `generation`: a fresh window for that closed episode if the table
     /// keeps windows, then the key words. (Its counters are its own
-    /// block, made by its first count: see `Cold::stats`.)
+    /// block, made by its first count: see `SidePart::stats`.)
     pub(crate) fn set_owner(
         &self,
         owner: Key,

@@ -4,7 +4,7 @@
 use crate::decision::*;
 use crate::dependency::*;
 use crate::partition::Partition;
-use crate::state::word::{Word, GEN_MASK};
+use crate::state::word::GEN_MASK;
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::time::Duration;
@@ -124,15 +124,15 @@ pub(crate) const NOT_TIMED: u64 = u64::MAX;
 /// the caller's copy of it, read wider than it was written, stalled on
 /// store forwarding: most of a closed admit + record's cost.)
 ///
-/// `head`: slot in bits 0..21, kind in bits 21..24, probe in bit 24, and
+/// `bits`: slot in bits 0..21, kind in bits 21..24, probe in bit 24, and
 /// the generation where the word keeps it (bits 25..64), so moving it
 /// between the two is a mask. Slots fit in 21 bits: a table has two a
-/// tenant and at most `MAX_MAX_TENANTS` (10^6) tenants. `tail`: the permit's `started_ns`, or the
+/// tenant and at most `MAX_MAX_TENANTS` (10^6) tenants. `nanos`: the permit's `started_ns`, or the
 /// refusal's retry-after in nanoseconds (`u64::MAX`: none).
 #[derive(Clone, Copy)]
-pub(crate) struct Answer {
-    head: u64,
-    tail: u64,
+pub(crate) struct PackedAnswer {
+    bits: u64,
+    nanos: u64,
 }
 
 pub(crate) enum AnswerKind {
@@ -142,19 +142,19 @@ pub(crate) enum AnswerKind {
     InvalidTenant(usize),
 }
 
-/// The permit of a call admitted on closed word `w` of the partition at
-/// `slot`: never a probe, not timed.
+/// The permit of a call admitted on a closed word of `generation` of the
+/// partition at `slot`: never a probe, not timed.
 #[inline(always)]
-pub(crate) fn closed_permit(slot: u32, w: Word) -> PermitData {
+pub(crate) fn closed_permit(slot: u32, generation: u64) -> PermitData {
     PermitData {
         slot,
-        generation: w.generation(),
+        generation,
         probe: false,
         started_ns: NOT_TIMED,
     }
 }
 
-impl Answer {
+impl PackedAnswer {
     const ADMITTED: u64 = 0;
     const OPEN: u64 = 1;
     const PROBE_BUDGET: u64 = 2;
@@ -169,16 +169,16 @@ impl Answer {
     const GEN_SHIFT: u32 = 25;
     const NONE: u64 = u64::MAX;
 
-    pub(crate) const TENANT_REQUIRED: Answer = Answer {
-        head: Self::TENANT << Self::KIND_SHIFT,
-        tail: Self::NONE,
+    pub(crate) const TENANT_REQUIRED: PackedAnswer = PackedAnswer {
+        bits: Self::TENANT << Self::KIND_SHIFT,
+        nanos: Self::NONE,
     };
 
-    /// A refused tenant id, its length in `tail`.
+    /// A refused tenant id, its length in `nanos`.
     pub(crate) fn invalid_tenant(len: usize) -> Self {
-        Answer {
-            head: Self::INVALID_TENANT << Self::KIND_SHIFT,
-            tail: len as u64,
+        PackedAnswer {
+            bits: Self::INVALID_TENANT << Self::KIND_SHIFT,
+            nanos: len as u64,
         }
     }
 
@@ -192,12 +192,12 @@ impl Answer {
 
     #[inline(always)]
     pub(crate) fn admitted(raw: PermitData) -> Self {
-        Answer {
-            head: Self::ADMITTED << Self::KIND_SHIFT
+        PackedAnswer {
+            bits: Self::ADMITTED << Self::KIND_SHIFT
                 | if raw.probe { Self::PROBE } else { 0 }
                 | ((raw.generation & GEN_MASK) << Self::GEN_SHIFT)
                 | (u64::from(raw.slot) & Self::SLOT),
-            tail: raw.started_ns,
+            nanos: raw.started_ns,
         }
     }
 
@@ -210,33 +210,33 @@ impl Answer {
             RejectReason::DeadlineExpired => Self::DEADLINE,
         };
         // Saturates at 584 years, one nanosecond short of "none".
-        let tail = retry_after.map_or(Self::NONE, |d| {
+        let nanos = retry_after.map_or(Self::NONE, |d| {
             u64::try_from(d.as_nanos()).map_or(Self::NONE - 1, |n| n.min(Self::NONE - 1))
         });
-        Answer {
-            head: kind << Self::KIND_SHIFT,
-            tail,
+        PackedAnswer {
+            bits: kind << Self::KIND_SHIFT,
+            nanos,
         }
     }
 
     /// A refusal by an open breaker, retry after `retry_ns`.
     #[inline(always)]
     pub(crate) fn refused_open(retry_ns: u64) -> Self {
-        Answer {
-            head: Self::OPEN << Self::KIND_SHIFT,
-            tail: retry_ns.min(Self::NONE - 1),
+        PackedAnswer {
+            bits: Self::OPEN << Self::KIND_SHIFT,
+            nanos: retry_ns.min(Self::NONE - 1),
         }
     }
 
     #[inline(always)]
     pub(crate) fn kind(self) -> AnswerKind {
-        match (self.head >> Self::KIND_SHIFT) & Self::KIND {
+        match (self.bits >> Self::KIND_SHIFT) & Self::KIND {
             Self::ADMITTED => AnswerKind::Admitted,
             Self::OPEN => AnswerKind::Rejected(RejectReason::Open),
             Self::PROBE_BUDGET => AnswerKind::Rejected(RejectReason::ProbeBudget),
             Self::FORCED_OPEN => AnswerKind::Rejected(RejectReason::ForcedOpen),
             Self::DEADLINE => AnswerKind::Rejected(RejectReason::DeadlineExpired),
-            Self::INVALID_TENANT => AnswerKind::InvalidTenant(self.tail as usize),
+            Self::INVALID_TENANT => AnswerKind::InvalidTenant(self.nanos as usize),
             _ => AnswerKind::TenantRequired,
         }
     }
@@ -244,16 +244,16 @@ impl Answer {
     #[inline(always)]
     pub(crate) fn raw(self) -> PermitData {
         PermitData {
-            slot: (self.head & Self::SLOT) as u32,
-            generation: self.head >> Self::GEN_SHIFT,
-            probe: self.head & Self::PROBE != 0,
-            started_ns: self.tail,
+            slot: (self.bits & Self::SLOT) as u32,
+            generation: self.bits >> Self::GEN_SHIFT,
+            probe: self.bits & Self::PROBE != 0,
+            started_ns: self.nanos,
         }
     }
 
     #[inline(always)]
     pub(crate) fn retry_after(self) -> Option<Duration> {
-        (self.tail != Self::NONE).then(|| Duration::from_nanos(self.tail))
+        (self.nanos != Self::NONE).then(|| Duration::from_nanos(self.nanos))
     }
 }
 
@@ -351,7 +351,7 @@ mod tests {
                 probe,
                 started_ns,
             };
-            let a = Answer::admitted(raw);
+            let a = PackedAnswer::admitted(raw);
             assert!(matches!(a.kind(), AnswerKind::Admitted));
             assert_eq!(a.raw(), raw);
         }
@@ -370,19 +370,19 @@ mod tests {
                 Some(Duration::ZERO),
                 Some(Duration::from_millis(1500)),
             ] {
-                let a = Answer::rejected(reason, retry);
+                let a = PackedAnswer::rejected(reason, retry);
                 assert!(matches!(a.kind(), AnswerKind::Rejected(r) if r == reason));
                 assert_eq!(a.retry_after(), retry);
             }
         }
-        let huge = Answer::rejected(RejectReason::Open, Some(Duration::MAX));
+        let huge = PackedAnswer::rejected(RejectReason::Open, Some(Duration::MAX));
         assert_eq!(huge.retry_after(), Some(Duration::from_nanos(u64::MAX - 1)));
         assert!(matches!(
-            Answer::TENANT_REQUIRED.kind(),
+            PackedAnswer::TENANT_REQUIRED.kind(),
             AnswerKind::TenantRequired
         ));
         assert!(matches!(
-            Answer::refused_tenant(AdmitError::InvalidTenant { len: 1 << 20 }).kind(),
+            PackedAnswer::refused_tenant(AdmitError::InvalidTenant { len: 1 << 20 }).kind(),
             AnswerKind::InvalidTenant(len) if len == 1 << 20
         ));
     }

@@ -50,7 +50,7 @@ pub(crate) struct Window {
     /// came between, so they need not sum the window again.
     spare: AtomicU64,
     /// For a tenant slot's window, the generation of the closed episode
-    /// it counts (see `Cold::episodes`); `u64::MAX` otherwise.
+    /// it counts (see `SidePart::episodes`); `u64::MAX` otherwise.
     pub(crate) episode: u64,
 }
 

@@ -4,7 +4,7 @@
 use crate::clock::Instant;
 use crate::dependency::*;
 use crate::events::EventKind;
-use crate::metrics::{bump, Hot};
+use crate::metrics::{bump, Flood};
 use crate::partition::Partition;
 use crate::state::machine::{self, Admission, Refusal};
 use crate::state::word::{Phase, Word};
@@ -43,19 +43,18 @@ impl Dependency {
         deadline: Option<Instant>,
     ) -> Result<Decision<'_>, AdmitError> {
         // A global breaker's common cases come from one load of its word,
-        // with the decisions `machine::admit` makes for a closed word and
-        // for an open one whose period is not over; a known tenant's the
-        // same way from the word that confirmed its lookup. Each path
-        // builds its decision itself: merged into one `Answer` first, the
-        // admitted path paid for packing it and testing its kind again.
-        // Always inlined: left to `#[inline]` this grew past LLVM's
-        // threshold and returned its decision through memory (141 -> 181
-        // instructions a tenant call; 130 inlined).
-        if let (true, None) = (self.inner.admit_fast, deadline) {
-            let p = &*self.inner.zero;
+        // decided by `machine::admits_closed` and, for an open word,
+        // `machine::refuses_open`; a known tenant's the same way from the
+        // word that confirmed its lookup. Each path builds its decision
+        // itself: merged into one packed answer first, the admitted path
+        // paid for packing it and testing its kind again. Always inlined:
+        // left to `#[inline]`, this outgrew LLVM's threshold and returned
+        // its decision through memory.
+        if let (true, None) = (self.inner.global_untimed, deadline) {
+            let p = &*self.inner.shared;
             let w = p.cell.load();
-            if w.phase() == Phase::Closed {
-                return Ok(self.admitted(closed_permit(0, w), Some(p)));
+            if let Some(generation) = machine::admits_closed(w) {
+                return Ok(self.admitted(closed_permit(0, generation), Some(p)));
             }
             if w.phase() == Phase::Open {
                 return self.decode(self.answer_open(p, w));
@@ -115,19 +114,19 @@ impl Dependency {
         slot: u32,
         part: &Partition,
         w: Word,
-    ) -> Option<Answer> {
+    ) -> Option<PackedAnswer> {
         let retry_ns = self.refuse_open(slot, part, w)?;
         part.touch(|| t.tick());
-        Some(Answer::refused_open(retry_ns))
+        Some(PackedAnswer::refused_open(retry_ns))
     }
 
     /// An open global word: refused here while the period runs, else the
     /// general path. Out of line, so the closed path above stays small
     /// enough to inline into every caller.
     #[inline(never)]
-    pub(crate) fn answer_open(&self, p: &Partition, w: Word) -> Answer {
+    pub(crate) fn answer_open(&self, p: &Partition, w: Word) -> PackedAnswer {
         match self.refuse_open(0, p, w) {
-            Some(retry_ns) => Answer::refused_open(retry_ns),
+            Some(retry_ns) => PackedAnswer::refused_open(retry_ns),
             None => self.admit_slow(None, None),
         }
     }
@@ -135,7 +134,7 @@ impl Dependency {
     /// Rebuilds an out-of-line path's answer in the caller, from
     /// registers. Its permit finds its partition by slot when recorded.
     #[inline(always)]
-    pub(crate) fn decode(&self, a: Answer) -> Result<Decision<'_>, AdmitError> {
+    pub(crate) fn decode(&self, a: PackedAnswer) -> Result<Decision<'_>, AdmitError> {
         match a.kind() {
             AnswerKind::Admitted => Ok(self.admitted(a.raw(), None)),
             AnswerKind::Rejected(reason) => Ok(Decision::Rejected(Rejection {
@@ -149,20 +148,17 @@ impl Dependency {
     }
 
     /// An open partition (at `slot`) whose period is not over, decided
-    /// without the CAS loop: the tagged open-until, one coarse reading and
-    /// `machine::still_open`, the same rule `machine::admit` applies.
-    /// Returns the retry-after (ns) of the refusal it counted.
+    /// without the CAS loop by `machine::refuses_open` on the tagged
+    /// open-until and one coarse reading. Returns the retry-after (ns) of
+    /// the refusal it counted.
     #[inline(always)]
     pub(crate) fn refuse_open(&self, slot: u32, p: &Partition, w: Word) -> Option<u64> {
-        if w.phase() != Phase::Open {
-            return None;
-        }
         let until = p.cell.open_until(w.generation())?;
         let now = self.now_coarse();
-        let retry_after = machine::still_open_ns(until, now)?;
+        let retry_after = machine::refuses_open(w, until, now)?;
         let pin = pin_for(slot);
         if let Some(stats) = self.counters(slot, p, w.generation(), &pin) {
-            stats.hot(Hot::Open);
+            stats.count_flood(Flood::Open);
             if stats.stuck_due(now) {
                 self.check_stuck(slot, p);
             }
@@ -171,35 +167,42 @@ impl Dependency {
     }
 
     /// A closed word of the partition at `slot` admits without a clock
-    /// (unless `slow_call` times it).
+    /// (unless `slow_call` times the call): `machine::admits_closed`.
     #[inline]
     pub(crate) fn admit_closed(&self, slot: u32, w: Word) -> Option<PermitData> {
-        (w.phase() == Phase::Closed && !self.inner.timed).then(|| closed_permit(slot, w))
+        if self.inner.times_calls {
+            return None;
+        }
+        machine::admits_closed(w).map(|generation| closed_permit(slot, generation))
     }
 
     #[inline(never)]
-    pub(crate) fn admit_slow(&self, tenant: Option<&str>, deadline: Option<Instant>) -> Answer {
+    pub(crate) fn admit_slow(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> PackedAnswer {
         let tenant = match self.tenant(tenant) {
             Ok(t) => t,
-            Err(e) => return Answer::refused_tenant(e),
+            Err(e) => return PackedAnswer::refused_tenant(e),
         };
         let inner = &*self.inner;
         if let Some(d) = deadline {
             if inner.clock.now() >= d {
                 self.count_expired(tenant);
-                return Answer::rejected(RejectReason::DeadlineExpired, None);
+                return PackedAnswer::rejected(RejectReason::DeadlineExpired, None);
             }
         }
         let mut target = self.target(tenant);
         let mut lost = 0u32;
         loop {
             if target.overflow {
-                let stats = &inner.zero_stats;
+                let stats = &inner.shared_stats;
                 bump(&stats.partition_overflow_total);
                 if let (Some(name), Some(t)) = (tenant, &inner.table) {
                     if t.starts_forced(name) {
-                        stats.hot(Hot::ForcedOpen);
-                        return Answer::rejected(RejectReason::ForcedOpen, None);
+                        stats.count_flood(Flood::ForcedOpen);
+                        return PackedAnswer::rejected(RejectReason::ForcedOpen, None);
                     }
                 }
             }
@@ -207,12 +210,12 @@ impl Dependency {
             let part = target.part;
             if target.made_closed {
                 // Admitted on the closed word this call installed.
-                let started_ns = if inner.timed {
+                let started_ns = if inner.times_calls {
                     inner.clock.now().as_nanos()
                 } else {
                     NOT_TIMED
                 };
-                return Answer::admitted(PermitData {
+                return PackedAnswer::admitted(PermitData {
                     slot: target.slot,
                     generation: owner.generation,
                     probe: false,
@@ -220,12 +223,12 @@ impl Dependency {
                 });
             }
             // A closed partition of this tenant admits on one load, as a
-            // global one does: the decision `machine::admit` makes for a
-            // closed word, with the same ownership check as the CAS loop.
+            // global one does (`admit_closed`), with the same ownership
+            // check as the CAS loop.
             let w = part.cell.load();
             if let Some(raw) = self.admit_closed(target.slot, w) {
                 if part.owned_by(w, owner) {
-                    return Answer::admitted(raw);
+                    return PackedAnswer::admitted(raw);
                 }
             }
             // The generation of the word decided on: whose counters a
@@ -260,7 +263,7 @@ impl Dependency {
                     } else {
                         NOT_TIMED
                     };
-                    Answer::admitted(PermitData {
+                    PackedAnswer::admitted(PermitData {
                         slot: target.slot,
                         generation,
                         probe,
@@ -273,10 +276,10 @@ impl Dependency {
                 } => {
                     let pin = pin_for(target.slot);
                     let stats = self.counters(target.slot, part, seen.get(), &pin);
-                    let hot = |kind| stats.inspect(|s| s.hot(kind));
+                    let count = |kind| stats.inspect(|s| s.count_flood(kind));
                     let reason = match refusal {
                         Refusal::Open => {
-                            hot(Hot::Open);
+                            count(Flood::Open);
                             // One load and compare; the announcement is cold.
                             if at.is_some_and(|now| stats.is_some_and(|s| s.stuck_due(now))) {
                                 self.check_stuck(target.slot, part);
@@ -284,15 +287,15 @@ impl Dependency {
                             RejectReason::Open
                         }
                         Refusal::ProbeBudget => {
-                            hot(Hot::ProbeBudget);
+                            count(Flood::ProbeBudget);
                             RejectReason::ProbeBudget
                         }
                         Refusal::ForcedOpen => {
-                            hot(Hot::ForcedOpen);
+                            count(Flood::ForcedOpen);
                             RejectReason::ForcedOpen
                         }
                     };
-                    Answer::rejected(reason, retry_after)
+                    PackedAnswer::rejected(reason, retry_after)
                 }
                 Admission::Vacant => {
                     target = self.retarget(tenant, &mut lost);

@@ -33,16 +33,16 @@ pub(crate) enum Parts<'a> {
 
 pub(crate) struct DepInner {
     /// `slow_call` is set: admissions read the clock.
-    pub(crate) timed: bool,
-    /// Global and not `timed`: a closed word admits on one load of `zero`.
-    pub(crate) admit_fast: bool,
-    /// Global, failure-rate policy, not `timed`, and a window whose buckets
+    pub(crate) times_calls: bool,
+    /// Global and not `times_calls`: a closed word admits on one load of `shared`.
+    pub(crate) global_untimed: bool,
+    /// Global, failure-rate policy, not `times_calls`, and a window whose buckets
     /// a coarse reading places: closed outcomes go to the window without
     /// the cell's CAS loop (see `record_windowed`).
-    pub(crate) window_fast: bool,
+    pub(crate) global_coarse_window: bool,
     /// Consecutive policy and no `slow_call`: a closed success with no
     /// failures counted is a no-op, decidable with one load.
-    pub(crate) quiet_success: bool,
+    pub(crate) success_decided_by_load: bool,
     pub(crate) id: u32,
     pub(crate) config: DependencyConfig,
     pub(crate) policy: Policy,
@@ -54,12 +54,12 @@ pub(crate) struct DepInner {
     /// Slot 0: the global partition, or a tenant-scoped dependency's
     /// overflow. Inline and found without a branch on the isolation, so
     /// the healthy global path is loads from one block.
-    pub(crate) zero: CachePadded<Partition>,
+    pub(crate) shared: CachePadded<Partition>,
     /// Slot 0's counters, for its life (a tenant slot's are its owner's:
     /// see [`Dependency::counters`]). A global partition's count its
     /// refusals in per-thread stripes: every caller meets the same open
     /// breaker.
-    pub(crate) zero_stats: Stats,
+    pub(crate) shared_stats: Stats,
     /// The tenant partitions (slots 1…), for tenant isolation.
     pub(crate) table: Option<Table>,
     pub(crate) stale: Option<StaleCache>,
@@ -100,10 +100,10 @@ pub(crate) struct Target<'a> {
 
 impl<'a> Target<'a> {
     /// The dependency's shared overflow partition (C9).
-    fn overflow(zero: &'a Partition) -> Self {
+    fn overflow(shared: &'a Partition) -> Self {
         Target {
             slot: 0,
-            part: zero,
+            part: shared,
             owner: NO_OWNER,
             overflow: true,
             made_closed: false,
@@ -148,11 +148,11 @@ impl Dependency {
         // The global or overflow partition's window: shared by every caller
         // (an overflow one by every tenant that finds no room) and never
         // recycled, so it keeps per-thread copies.
-        let zero_window = window.map(|w| Window::new(w, crate::window::window_stripes()));
-        let (zero, zero_stats, table) = match config.isolation {
-            Isolation::Global => (Partition::standalone(zero_window), Stats::striped(), None),
+        let shared_window = window.map(|w| Window::new(w, crate::window::window_stripes()));
+        let (shared, shared_stats, table) = match config.isolation {
+            Isolation::Global => (Partition::standalone(shared_window), Stats::striped(), None),
             Isolation::Tenant => (
-                Partition::standalone(zero_window),
+                Partition::standalone(shared_window),
                 Stats::default(),
                 Some(Table::try_new(config.max_tenants, window).map_err(|e| {
                     ConfigError::one(format!(
@@ -170,20 +170,20 @@ impl Dependency {
         };
         Ok(Self {
             inner: StdArc::new(DepInner {
-                timed: config.slow_call.is_some(),
-                admit_fast: table.is_none() && config.slow_call.is_none(),
-                window_fast: table.is_none()
+                times_calls: config.slow_call.is_some(),
+                global_untimed: table.is_none() && config.slow_call.is_none(),
+                global_coarse_window: table.is_none()
                     && config.slow_call.is_none()
-                    && zero.window().is_some_and(|w| w.coarse_ok()),
-                quiet_success: consecutive.is_some() && config.slow_call.is_none(),
+                    && shared.window().is_some_and(|w| w.coarse_ok()),
+                success_decided_by_load: consecutive.is_some() && config.slow_call.is_none(),
                 id,
                 config,
                 policy,
                 rate,
                 mono: clock.as_monotonic().copied(),
                 clock,
-                zero: CachePadded::new(zero),
-                zero_stats,
+                shared: CachePadded::new(shared),
+                shared_stats,
                 table,
                 stale,
                 events,
@@ -240,8 +240,8 @@ impl Dependency {
     #[inline]
     pub(crate) fn parts(&self) -> Parts<'_> {
         match &self.inner.table {
-            None => Parts::Global(&self.inner.zero),
-            Some(t) => Parts::Tenant(t, &self.inner.zero),
+            None => Parts::Global(&self.inner.shared),
+            Some(t) => Parts::Tenant(t, &self.inner.shared),
         }
     }
 
@@ -273,7 +273,7 @@ impl Dependency {
                 overflow: false,
                 made_closed: false,
             },
-            (Parts::Tenant(t, zero), Some(name)) => {
+            (Parts::Tenant(t, shared), Some(name)) => {
                 match t.get_or_insert_at(name, &|| self.now_coarse().as_nanos()) {
                     Some(Resolved {
                         slot,
@@ -290,10 +290,10 @@ impl Dependency {
                             made_closed,
                         }
                     }
-                    None => Target::overflow(zero),
+                    None => Target::overflow(shared),
                 }
             }
-            (Parts::Tenant(_, zero), None) => Target::overflow(zero),
+            (Parts::Tenant(_, shared), None) => Target::overflow(shared),
         }
     }
 
@@ -304,7 +304,7 @@ impl Dependency {
     pub(crate) fn retarget(&self, tenant: Option<&str>, lost: &mut u32) -> Target<'_> {
         *lost += 1;
         match self.parts() {
-            Parts::Tenant(_, zero) if *lost > 2 => Target::overflow(zero),
+            Parts::Tenant(_, shared) if *lost > 2 => Target::overflow(shared),
             _ => self.target(tenant),
         }
     }
@@ -312,7 +312,7 @@ impl Dependency {
     #[inline]
     pub(crate) fn partition_by_slot(&self, slot: u32) -> Option<&Partition> {
         if slot == 0 {
-            return Some(&self.inner.zero);
+            return Some(&self.inner.shared);
         }
         self.inner.table.as_ref()?.get(slot)
     }
@@ -331,7 +331,7 @@ impl Dependency {
         pin: &'a Option<epoch::Guard>,
     ) -> Option<&'a Stats> {
         if slot == 0 {
-            return Some(&self.inner.zero_stats);
+            return Some(&self.inner.shared_stats);
         }
         let (since, guard) = self.tenure_pinned(slot, pin)?;
         if since > generation {
@@ -350,7 +350,7 @@ impl Dependency {
         pin: &'a Option<epoch::Guard>,
     ) -> Option<&'a Stats> {
         if slot == 0 {
-            return Some(&self.inner.zero_stats);
+            return Some(&self.inner.shared_stats);
         }
         let (since, guard) = self.tenure_pinned(slot, pin)?;
         part.owner_stats_if_any(since, guard)

@@ -105,7 +105,7 @@ impl Dependency {
                     apply(r.slot, r.part, r.owner);
                 }
             }
-            (Parts::Tenant(t, zero), None) => {
+            (Parts::Tenant(t, shared), None) => {
                 // An insert racing this walk sees the new rule or is seen
                 // by the walk (`Table::settle_forced`).
                 t.operate_all(kind == EventKind::ForcedOpen);
@@ -116,7 +116,7 @@ impl Dependency {
                 // also serves tenants reset one by one while the force
                 // holds; the others it refuses by `Table::starts_forced`.
                 if kind == EventKind::Reset {
-                    apply(0, zero, NO_OWNER);
+                    apply(0, shared, NO_OWNER);
                 }
             }
         }
@@ -170,11 +170,11 @@ impl Dependency {
     pub(crate) fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String, u64) {
         match (self.parts(), tenant) {
             (Parts::Global(p), _) => (0, p, GLOBAL.to_string(), 0),
-            (Parts::Tenant(t, zero), Some(name)) => match t.lookup(name) {
+            (Parts::Tenant(t, shared), Some(name)) => match t.lookup(name) {
                 Some(r) => (r.slot, r.part, name.to_string(), r.owner.generation),
-                None => (0, zero, OVERFLOW.to_string(), 0),
+                None => (0, shared, OVERFLOW.to_string(), 0),
             },
-            (Parts::Tenant(_, zero), None) => (0, zero, OVERFLOW.to_string(), 0),
+            (Parts::Tenant(_, shared), None) => (0, shared, OVERFLOW.to_string(), 0),
         }
     }
 
@@ -236,7 +236,7 @@ impl Dependency {
                 }
                 // Listed once something happened to it (its cold part is
                 // made with it, counters and all).
-                if !inner.zero_stats.is_clear() || o.cell.load() != Word::FRESH {
+                if !inner.shared_stats.is_clear() || o.cell.load() != Word::FRESH {
                     partitions.push(read(0, o, OVERFLOW.to_string()));
                 }
             }
@@ -259,7 +259,7 @@ impl Dependency {
         };
         match self.parts() {
             Parts::Global(p) => push(GLOBAL.to_string(), self.check_stuck(0, p)),
-            Parts::Tenant(t, zero) => {
+            Parts::Tenant(t, shared) => {
                 for (slot, part, key, since) in t.live_tenures() {
                     let open_for = self.check_stuck(slot, part);
                     // As in `snapshot`: a slot that changed owner while it
@@ -268,7 +268,7 @@ impl Dependency {
                         push(key.to_string(), open_for);
                     }
                 }
-                push(OVERFLOW.to_string(), self.check_stuck(0, zero));
+                push(OVERFLOW.to_string(), self.check_stuck(0, shared));
             }
         }
     }

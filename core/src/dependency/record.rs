@@ -4,7 +4,7 @@
 use crate::clock::Instant;
 use crate::dependency::*;
 use crate::events::EventKind;
-use crate::metrics::{bump, Hot};
+use crate::metrics::{bump, Flood};
 use crate::partition::Partition;
 use crate::state::machine::{self, Recorded, Verdict};
 use crate::state::word::Phase;
@@ -32,7 +32,7 @@ impl Dependency {
         part: Option<&Partition>,
         outcome: Outcome,
     ) -> Outcome {
-        if self.quiet_on(raw, part, outcome) {
+        if self.changes_nothing_on(raw, part, outcome) {
             return outcome;
         }
         self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome)
@@ -42,25 +42,26 @@ impl Dependency {
     /// success under the consecutive policy (no `slow_call`) on a closed
     /// word of its generation with no failures counted. One load.
     #[inline(always)]
-    pub(crate) fn quiet(&self, raw: PermitData, outcome: Outcome) -> bool {
-        self.quiet_on(raw, None, outcome)
+    pub(crate) fn changes_nothing(&self, raw: PermitData, outcome: Outcome) -> bool {
+        self.changes_nothing_on(raw, None, outcome)
     }
 
-    /// [`Dependency::quiet`] on `part`, the partition `raw.slot` names, if
-    /// the caller has it (else it is found by slot).
+    /// [`Dependency::changes_nothing`] on `part`, the partition `raw.slot`
+    /// names, if the caller has it (else it is found by slot).
     #[inline(always)]
-    pub(crate) fn quiet_on(
+    pub(crate) fn changes_nothing_on(
         &self,
         raw: PermitData,
         part: Option<&Partition>,
         outcome: Outcome,
     ) -> bool {
         outcome == Outcome::Success
-            && self.inner.quiet_success
-            && !raw.probe
+            && self.inner.success_decided_by_load
             && part
                 .or_else(|| self.partition_by_slot(raw.slot))
-                .is_some_and(|part| part.cell.load().is_quiet_closed(raw.generation))
+                .is_some_and(|part| {
+                    machine::record_leaves_word(part.cell.load(), raw.generation, raw.probe)
+                })
     }
 
     /// Records the outcome of a permit given as plain data (C13).
@@ -79,7 +80,7 @@ impl Dependency {
     /// [`Dependency::record_raw`] on the permit's fields.
     #[inline]
     pub(crate) fn record_data(&self, permit: PermitData, outcome: Outcome) -> Outcome {
-        if self.quiet(permit, outcome) {
+        if self.changes_nothing(permit, outcome) {
             return outcome;
         }
         self.record_cold(
@@ -195,18 +196,18 @@ impl Dependency {
         outcome: Outcome,
     ) -> bool {
         let inner = &*self.inner;
-        if !inner.window_fast || slot != 0 || probe {
+        if !inner.global_coarse_window || slot != 0 || probe {
             return false;
         }
         let verdict = verdict_of(outcome);
         if verdict == Verdict::Cancelled {
             return false;
         }
-        let part = &*inner.zero;
+        let part = &*inner.shared;
         let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window()) else {
             return false;
         };
-        if !part.cell.load().is_quiet_closed(generation) {
+        if !machine::record_leaves_word(part.cell.load(), generation, probe) {
             return false;
         }
         let failed = verdict == Verdict::Failure;
@@ -219,7 +220,7 @@ impl Dependency {
             };
             let _ = self.apply(permit, part, verdict, true);
         } else if failed {
-            inner.zero_stats.hot(Hot::Failure);
+            inner.shared_stats.count_flood(Flood::Failure);
         }
         true
     }
@@ -244,7 +245,7 @@ impl Dependency {
         }
         let pin = pin_for(permit.slot);
         if let Some(stats) = self.counters(permit.slot, part, permit.generation, &pin) {
-            stats.hot(Hot::Failure);
+            stats.count_flood(Flood::Failure);
         }
         self.touch_failed(permit.slot, part);
         true
@@ -283,7 +284,7 @@ impl Dependency {
                 // A slot that changed owner since the permit was issued
                 // (or has none) counts it with the dependency's overflow
                 // partition, which lists it.
-                bump(&stats().unwrap_or(&inner.zero_stats).late_records_total);
+                bump(&stats().unwrap_or(&inner.shared_stats).late_records_total);
                 // A returned probe slot can leave a closed partition with
                 // none in flight: evictable again.
                 if let (true, Some(table)) = (permit.probe, &inner.table) {
@@ -293,7 +294,7 @@ impl Dependency {
             Recorded::Applied | Recorded::Transition(_) => match verdict {
                 Verdict::Failure => {
                     if let Some(s) = stats() {
-                        s.hot(Hot::Failure);
+                        s.count_flood(Flood::Failure);
                     }
                     self.touch_failed(permit.slot, part);
                 }

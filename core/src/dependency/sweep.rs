@@ -163,9 +163,9 @@ impl Dependency {
         };
         match self.parts() {
             Parts::Global(p) => one(0, p),
-            Parts::Tenant(t, zero) => {
+            Parts::Tenant(t, shared) => {
                 t.for_each_in_episode(&mut one);
-                one(0, zero);
+                one(0, shared);
             }
         }
     }

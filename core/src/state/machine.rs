@@ -211,12 +211,12 @@ pub fn admit(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Adm
             // period pays for a precise reading.
             let coarse = env.now_coarse();
             let now = if coarse < until { coarse } else { env.now() };
-            if let Some(retry_after) = still_open(until, now) {
+            if let Some(retry_ns) = refuses_open(w, until, now) {
                 return (
                     None,
                     Admission::Refuse {
                         refusal: Refusal::Open,
-                        retry_after: Some(retry_after),
+                        retry_after: Some(Duration::from_nanos(retry_ns)),
                     },
                 );
             }
@@ -286,6 +286,37 @@ pub fn finish_reclaim(reclaiming: Word) -> Word {
         .with_phase(Phase::HalfOpen)
         .next_generation()
         .with_probes(0)
+}
+
+/// What [`admit`] decides for a closed word, without the cell: admitted
+/// in its generation (returned), never as a probe. `None`: not closed. The
+/// admission fast paths decide a closed word by this alone.
+#[inline(always)]
+pub fn admits_closed(w: Word) -> Option<u64> {
+    (w.phase() == Phase::Closed).then(|| w.generation())
+}
+
+/// What [`admit`] decides for an open word whose period ends at `until`,
+/// read at `now`, without the cell: refused, retry after the nanoseconds
+/// returned ([`still_open_ns`]). `None`: not open, or the period is over
+/// (then [`admit`] moves the word to half-open, which takes the cell).
+#[inline(always)]
+pub fn refuses_open(w: Word, until: Instant, now: Instant) -> Option<u64> {
+    if w.phase() != Phase::Open {
+        return None;
+    }
+    still_open_ns(until, now)
+}
+
+/// Whether [`record`] leaves word `w` as it is for the outcome of a permit
+/// of `generation` (`probe`: a probe permit), trips aside: a non-probe
+/// permit on a closed word of its own generation with no failure counted.
+/// A success there changes nothing under either policy; under the
+/// failure-rate policy, which keeps no count on the word, neither does a
+/// failure unless its window trips. The record fast paths decide by this.
+#[inline(always)]
+pub fn record_leaves_word(w: Word, generation: u64, probe: bool) -> bool {
+    !probe && w.is_quiet_closed(generation)
 }
 
 /// The open-period rule (C6, C12): before `until` a breaker stays open,

@@ -157,7 +157,7 @@ impl Table {
         if let Some(home) = self.claim_home(hash) {
             return Some(home);
         }
-        let found = self.claim_spare();
+        let found = self.claim_any_free();
         if found.is_none() {
             self.live.fetch_sub(1, Ordering::Relaxed);
         }
@@ -176,10 +176,10 @@ impl Table {
     /// every slot finds one unless racing inserters take each in turn;
     /// after two rounds it gives up (the tenant goes to the overflow).
     #[cold]
-    pub(super) fn claim_spare(&self) -> Option<u32> {
+    pub(super) fn claim_any_free(&self) -> Option<u32> {
         let n = self.arena.slots;
         // Relaxed: only spreads the searches.
-        let start = self.spare.fetch_add(1, Ordering::Relaxed);
+        let start = self.free_search.fetch_add(1, Ordering::Relaxed);
         (0..2 * n)
             .map(|k| ((start + k) % n) as u32 + 1)
             .find(|&slot| self.claim(slot))

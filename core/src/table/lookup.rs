@@ -55,7 +55,7 @@ impl Table {
     #[inline(always)]
     pub(crate) fn lookup_known(&self, tenant: &str) -> Option<(Resolved<'_>, Word)> {
         let key = self.key_words(tenant);
-        if !Self::fast(key) {
+        if !Self::homes_first(key) {
             return None;
         }
         self.lookup_fast(self.hash_key(key), key)
@@ -64,7 +64,7 @@ impl Table {
     /// [`Table::lookup`] with the id's hash and key words already made.
     #[inline]
     pub(super) fn lookup_hashed(&self, tenant: &str, hash: u64, key: Key) -> Option<Resolved<'_>> {
-        if Self::fast(key) {
+        if Self::homes_first(key) {
             if let Some((r, _)) = self.lookup_fast(hash, key) {
                 return Some(r);
             }
@@ -169,7 +169,7 @@ impl Table {
     /// Points the index at a tenant's slot, if the fast lookup could not
     /// find it at home.
     pub(super) fn remember(&self, hash: u64, key: Key, slot: u32) {
-        if Self::fast(key) && !self.at_home(hash, slot) {
+        if Self::homes_first(key) && !self.at_home(hash, slot) {
             self.index.remember(hash, slot);
         }
     }

@@ -118,7 +118,7 @@ pub(crate) struct Table {
     /// costs).
     none_evictable_at: AtomicU64,
     /// Rotates the search for a free slot away from home.
-    spare: AtomicUsize,
+    free_search: AtomicUsize,
     /// `force_open(None)`: tenants with no operator action of their own
     /// since (see `overrides`) start forced open, and `<overflow>` refuses
     /// them. The overflow's own word is never forced for it: it also
@@ -238,7 +238,7 @@ impl Table {
             cursor: AtomicUsize::new(0),
             evictable_epoch: AtomicU64::new(0),
             none_evictable_at: AtomicU64::new(u64::MAX),
-            spare: AtomicUsize::new(0),
+            free_search: AtomicUsize::new(0),
             forced_all: AtomicBool::new(false),
             overrides: epoch::Atomic::new(Overrides::default()),
             override_count: AtomicUsize::new(0),
@@ -277,7 +277,7 @@ impl Table {
     /// 804,858 executions); the fast paths' protocol, the same whatever
     /// form the key words take, has models of its own with short ids.
     #[inline(always)]
-    fn fast(key: Key) -> bool {
+    fn homes_first(key: Key) -> bool {
         cfg!(not(loom)) || !is_fingerprint(key)
     }
 

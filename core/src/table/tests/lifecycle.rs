@@ -277,7 +277,7 @@ fn c9_a_publish_replaces_stale_entries_and_yields_only_to_a_live_inserter() {
     // An entry naming the very slot the publisher holds is stale.
     assert!(t.publish(entry(a.slot), key), "its own slot again");
     // a's live partition wins over another slot.
-    let s = t.claim_spare().expect("a free slot");
+    let s = t.claim_any_free().expect("a free slot");
     assert!(!t.publish(entry(s), key), "a's live partition stays");
     assert_eq!(published(&t, hash, "a"), Some(a.slot));
     // An entry of z's naming a slot another tenant (c) took since is
@@ -316,7 +316,7 @@ fn c9_a_spare_slot_is_searched_from_a_rotating_start_over_every_slot() {
     let t = Table::new(4, None);
     let n = t.arena.slots as u32;
     assert!(t.claim(1));
-    let first = t.claim_spare().expect("seven slots free");
+    let first = t.claim_any_free().expect("seven slots free");
     assert_ne!(first, 1);
     // Every slot but one held: each search still finds it.
     for free in 2..=n {
@@ -324,7 +324,7 @@ fn c9_a_spare_slot_is_searched_from_a_rotating_start_over_every_slot() {
         for slot in (1..=n).filter(|&s| s != free) {
             assert!(t.claim(slot));
         }
-        assert_eq!(t.claim_spare(), Some(free));
+        assert_eq!(t.claim_any_free(), Some(free));
     }
 }
 
