@@ -153,7 +153,7 @@ mod closed_success {
 /// Admit + record failure on a closed breaker that cannot trip.
 mod closed_failure {
     use super::*;
-    use breakerbank::state::word::MAX_COUNT;
+    use breakerbank::MAX_COUNT;
     use breakerbank::{Decision, Outcome};
     use failsafe::CircuitBreaker;
 

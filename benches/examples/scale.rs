@@ -344,8 +344,8 @@ fn main() {
         }
     }
     println!(
-        "partition slot: {} bytes, two a tenant (breakerbank::partition::PARTITION_BYTES)",
-        breakerbank::partition::PARTITION_BYTES
+        "partition slot: {} bytes, two a tenant (breakerbank::PARTITION_BYTES)",
+        breakerbank::PARTITION_BYTES
     );
     let mut buf = [0u8; 9];
     let floor = time_ids(&shuffled(1_000_000), passes, false, |id| {

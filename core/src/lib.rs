@@ -77,10 +77,10 @@ mod dependency;
 mod events;
 mod fallback;
 mod metrics;
-pub mod partition;
+mod partition;
 mod permit;
 mod profile;
-pub mod state;
+mod state;
 mod sync;
 mod table;
 mod window;
@@ -95,13 +95,22 @@ pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CA
 pub use metrics::{
     DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, State, METRICS,
 };
+/// The lazily installed part's auto-trait bounds, checked from outside
+/// by its doc tests (see `sync.rs`); not API.
+#[doc(hidden)]
+pub use sync::Installed;
+
+/// Bytes of one tenant slot in a tenant table, which has two a tenant:
+/// what the memory figures are made of (C9).
+pub use partition::PARTITION_BYTES;
 pub use permit::{Permit, RawPermit};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
     DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
-#[doc(hidden)]
-pub use sync::Installed;
+/// The largest `consecutive_failures` and `success_threshold` a profile
+/// may set: what the word's counter holds.
+pub use state::word::MAX_COUNT;
 
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]

@@ -571,69 +571,6 @@ fn healthy_admissions_need_no_clock() {
     }
 }
 
-/// A closed word `n` generations on from a fresh one (the state of a
-/// partition whose slot has seen `n` transitions and hand-overs).
-fn closed_after(n: u64) -> breakerbank::state::word::Word {
-    let mut w = breakerbank::state::word::Word::FRESH;
-    for _ in 0..n {
-        w = w.next_generation();
-    }
-    w
-}
-
-fn one_failure_trips() -> breakerbank::state::machine::Policy {
-    breakerbank::state::machine::Policy {
-        consecutive_failures: Some(1),
-        probe_budget: 1,
-        success_threshold: 1,
-        open_duration: SECS30,
-        backoff: None,
-        probe_timeout: Duration::from_secs(300),
-    }
-}
-
-#[test]
-fn c12_a_slot_past_2_pow_24_generations_still_ends_its_open_period() {
-    use breakerbank::state::{cell::Cell, machine::Admission, machine::Verdict};
-    let clock = ManualClock::new();
-    let policy = one_failure_trips();
-    let w = closed_after((1 << 24) + 3);
-    let c: Cell = Cell::new(w);
-    c.record(
-        &policy,
-        &clock,
-        w.generation(),
-        false,
-        Verdict::Failure,
-        false,
-    );
-    let admit = || c.admit(&policy, &clock, |_| true).expect("valid").admission;
-    assert!(matches!(admit(), Admission::Refuse { .. }), "tripped");
-    clock.advance(SECS30);
-    assert!(
-        matches!(admit(), Admission::Admit { probe: true, .. }),
-        "the open period ends: a probe goes through, not open forever"
-    );
-}
-
-#[test]
-fn c13_a_permit_2_pow_25_generations_old_is_late() {
-    use breakerbank::state::{cell::Cell, machine::Recorded, machine::Verdict};
-    let clock = ManualClock::new();
-    let old = breakerbank::state::word::Word::FRESH.generation();
-    let c: Cell = Cell::new(closed_after(1 << 25));
-    let r = c.record(
-        &one_failure_trips(),
-        &clock,
-        old,
-        false,
-        Verdict::Failure,
-        false,
-    );
-    assert_eq!(r, Recorded::Late);
-    assert_eq!(c.load().phase(), breakerbank::state::word::Phase::Closed);
-}
-
 #[test]
 fn c12_an_open_period_lasts_its_duration_with_the_clock_at_20_years() {
     let (_b, clock, dep) = bank(1, 1, 1, "");

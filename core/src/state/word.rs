@@ -113,13 +113,15 @@ impl Word {
     /// A fresh partition: closed, generation 0, nothing counted.
     pub const FRESH: Word = Word(0);
 
-    /// The raw bits.
+    /// The raw bits (loom's atomic word stores them).
+    #[cfg(any(loom, test))]
     #[inline]
     pub const fn bits(self) -> u64 {
         self.0
     }
 
     /// From raw bits.
+    #[cfg(any(loom, test))]
     #[inline]
     pub const fn from_bits(bits: u64) -> Word {
         Word(bits)
