@@ -13,7 +13,7 @@ use std::hash::BuildHasher;
 /// whose single multiply of an id's two words left ids that differ in a
 /// few bytes bunched in some index buckets for some seeds (up to a third
 /// of 1,000 such ids out of the index; see
-/// `c9_structured_ids_spread_over_the_index_buckets_whatever_the_seed`).
+/// `c9_structured_ids_spread_over_homes_and_index_buckets_whatever_the_seed`).
 #[cfg(not(loom))]
 pub(super) type TableHasher = foldhash::quality::RandomState;
 #[cfg(loom)]

@@ -175,9 +175,8 @@ impl Table {
         Self::try_new(capacity, window).unwrap_or_else(|e| panic!("a table of {capacity}: {e}"))
     }
 
-    /// About 32 tenants a shard, so an insert's copy stays small (with at
-    /// most 4,096 shards a 1M table's held ~244 entries each, and a new
-    /// tenant cost 3.2 µs). The cap bounds what an empty table costs up
+    /// About 32 tenants a shard, so an insert's copy stays small. The cap
+    /// bounds what an empty table costs up
     /// front: 32,768 shards, about 1.8 MB, for 1M tenants.
     fn shards_for(capacity: u32) -> usize {
         (capacity as usize / 32)
@@ -273,8 +272,8 @@ impl Table {
     /// Whether lookups of `key` may try the homes and the index before the
     /// shards. Always, but under loom for long ids, as before the index
     /// existed: the eviction models use them to check the shard path
-    /// alone (with the index, the admission one grew from 124,264 to
-    /// 804,858 executions); the fast paths' protocol, the same whatever
+    /// alone (with the index, their executions grow several times over);
+    /// the fast paths' protocol, the same whatever
     /// form the key words take, has models of its own with short ids.
     #[inline(always)]
     fn homes_first(key: Key) -> bool {
@@ -341,11 +340,10 @@ impl Table {
     /// of the hash's), each scaled to the slot count (no power-of-two
     /// rounding), so the line is the scaled value's high bits and the
     /// preferred slot its lowest. One multiply a home gives the index the
-    /// lookup reads with: scaling to lines, doubling, adding a bit picked
-    /// apart and then counting slots from 1 cost 9 instructions a call
-    /// more (callgrind, the scale loop: 150 against 141), and on the 1M
-    /// row, where consecutive calls overlap their misses only as far as
-    /// the core has registers to rename, 0.80 times the time.
+    /// lookup reads with, where scaling to lines, doubling, adding a bit
+    /// picked apart and then counting slots from 1 costs several
+    /// instructions more on a path whose calls overlap their cache misses
+    /// only as far as the core has registers to rename.
     /// A tenant takes its preferred slot when it is free, so a lookup that
     /// tries it first finds the tenant there at once about 3 times in 4:
     /// trying slot 0 first, which of the two held the tenant was a coin
@@ -356,7 +354,7 @@ impl Table {
     /// tenants, a tenant taking the first free slot of its first home,
     /// then of its second: in a full table about 88% of tenants sit in
     /// their first home, 9% in their second and 2.5% elsewhere, found
-    /// through the index (`notes/placement_sim.py`;
+    /// through the index (`docs/placement_sim.py`;
     /// `c9_most_tenants_sit_in_their_first_home` checks it here).
     #[inline(always)]
     fn homes(&self, hash: u64) -> [usize; 2] {
