@@ -2,12 +2,12 @@
 //! its breaker, and what a refused call gets instead.
 
 use crate::clock::Instant;
-use crate::decision::*;
+use crate::dependency::permit::*;
 use crate::dependency::*;
 use crate::fallback::{DependencyUnavailable, Fallback};
 use crate::metrics::{bump, Stats};
+use crate::outcome::*;
 use crate::partition::{GLOBAL, OVERFLOW};
-use crate::permit::*;
 use crate::sync::AtomicU64;
 use std::fmt;
 use std::future::Future;

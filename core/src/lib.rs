@@ -72,13 +72,12 @@
 mod bank;
 mod call;
 pub mod clock;
-mod decision;
 mod dependency;
 mod events;
 mod fallback;
 mod metrics;
+mod outcome;
 mod partition;
-mod permit;
 mod profile;
 mod state;
 mod sync;
@@ -88,13 +87,13 @@ mod window;
 pub use bank::Bank;
 pub use call::{CallError, CallOptions};
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
-pub use decision::{AdmitError, Decision, Outcome, RejectReason, Rejection, MAX_TENANT_LEN};
-pub use dependency::{Dependency, Stuck};
+pub use dependency::{Decision, Dependency, Permit, RawPermit, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};
 pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CAPACITY};
 pub use metrics::{
     DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, State, METRICS,
 };
+pub use outcome::{AdmitError, Outcome, RejectReason, Rejection, MAX_TENANT_LEN};
 /// The lazily installed part's auto-trait bounds, checked from outside
 /// by its doc tests (see `sync.rs`); not API.
 #[doc(hidden)]
@@ -103,7 +102,6 @@ pub use sync::Installed;
 /// Bytes of one tenant slot in a tenant table, which has two a tenant:
 /// what the memory figures are made of (C9).
 pub use partition::PARTITION_BYTES;
-pub use permit::{Permit, RawPermit};
 pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
     DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,

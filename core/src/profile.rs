@@ -16,6 +16,8 @@ pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
 /// Largest `max_tenants` accepted (C9): a table of this many tenants
 /// takes about 67 MB when the bank is built.
 pub const MAX_MAX_TENANTS: u32 = 1_000_000;
+// A table has two slots a tenant, each named by the tenant index.
+const _: () = assert!(2 * (MAX_MAX_TENANTS as u64) < crate::table::MAX_SLOTS);
 /// The `memory_limit` of a profile that sets none (C9): 1 GiB.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 /// Largest `min_calls` the rolling window can count.

@@ -51,58 +51,7 @@ pub(crate) type StdArc<T> = std::sync::Arc<T>;
 pub(crate) use crossbeam_epoch as epoch;
 pub(crate) use crossbeam_utils::CachePadded;
 
-use crate::state::word::Word;
 use std::marker::PhantomData;
-
-/// The typed atomic cell type for the packed word.
-#[cfg(not(loom))]
-pub(crate) type AtomicWord = atomic::Atomic<Word>;
-
-// The packed word must be lock-free: with the `fallback` feature off a
-// non-native size would not even provide the operations, and this makes
-// the promise explicit at compile time.
-#[cfg(not(loom))]
-const _: () = assert!(atomic::Atomic::<Word>::is_lock_free());
-
-/// Loom stand-in for `atomic::Atomic<Word>`: the methods the core uses (no
-/// plain store: every write of a live word is a CAS), loom's `AtomicU64` inside.
-#[cfg(loom)]
-#[derive(Debug)]
-pub(crate) struct AtomicWord(AtomicU64);
-
-#[cfg(loom)]
-impl AtomicWord {
-    pub(crate) fn new(w: Word) -> Self {
-        Self(AtomicU64::new(w.bits()))
-    }
-    pub(crate) fn load(&self, order: Ordering) -> Word {
-        Word::from_bits(self.0.load(order))
-    }
-    pub(crate) fn compare_exchange_weak(
-        &self,
-        current: Word,
-        new: Word,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<Word, Word> {
-        self.0
-            .compare_exchange_weak(current.bits(), new.bits(), success, failure)
-            .map(Word::from_bits)
-            .map_err(Word::from_bits)
-    }
-    pub(crate) fn compare_exchange(
-        &self,
-        current: Word,
-        new: Word,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<Word, Word> {
-        self.0
-            .compare_exchange(current.bits(), new.bits(), success, failure)
-            .map(Word::from_bits)
-            .map_err(Word::from_bits)
-    }
-}
 
 /// Lets spin/retry loops yield to loom's scheduler; a no-op hint otherwise.
 #[inline]

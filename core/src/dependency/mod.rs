@@ -2,12 +2,12 @@
 //! its partition, and the counters each count goes to.
 
 use crate::clock::{Clock, Instant, MonotonicClock};
-use crate::decision::*;
+use crate::dependency::permit::*;
 use crate::events::EventBus;
 use crate::fallback::{Fallback, StaleCache, STALE_CACHE_CAPACITY};
 use crate::metrics::Stats;
+use crate::outcome::*;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
-use crate::permit::*;
 use crate::profile::{ConfigError, DependencyConfig, Isolation, TripPolicy};
 use crate::state::machine::Policy;
 use crate::sync::{epoch, AtomicU64, CachePadded, StdArc};
@@ -18,9 +18,11 @@ use std::time::Duration;
 
 mod admit;
 mod operate;
+pub(crate) mod permit;
 mod record;
 mod sweep;
 
+pub use self::permit::{Decision, Permit, RawPermit};
 pub use self::sweep::Stuck;
 pub(crate) use self::sweep::Sweeper;
 

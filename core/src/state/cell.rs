@@ -56,9 +56,10 @@
 //! never exceed the budget.
 
 use super::machine::{self, Admission, Env, Policy, Recorded, Transition, Verdict};
+use super::word::AtomicWord;
 use super::word::{Phase, Word, GEN_MASK};
 use crate::clock::{Clock, Instant};
-use crate::sync::{spin_hint, AtomicU64, AtomicWord, Installed, Ordering};
+use crate::sync::{spin_hint, AtomicU64, Installed, Ordering};
 use std::time::Duration;
 
 /// The side word: the generation's low 19 bits over the open-until in

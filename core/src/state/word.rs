@@ -29,6 +29,9 @@
 //! `Word` is a plain `Copy` value: every transition is a pure function over
 //! it ([`super::machine`]), and only [`super::cell`] touches the atomic.
 
+#[cfg(loom)]
+use crate::sync::{AtomicU64, Ordering};
+
 use bytemuck::NoUninit;
 
 /// Phase of a partition, the 3-bit `state` field.
@@ -246,6 +249,56 @@ impl std::fmt::Debug for Word {
             .field("count", &self.count())
             .field("generation", &self.generation())
             .finish()
+    }
+}
+
+/// The typed atomic cell type for the packed word.
+#[cfg(not(loom))]
+pub(crate) type AtomicWord = atomic::Atomic<Word>;
+
+// The packed word must be lock-free: with the `fallback` feature off a
+// non-native size would not even provide the operations, and this makes
+// the promise explicit at compile time.
+#[cfg(not(loom))]
+const _: () = assert!(atomic::Atomic::<Word>::is_lock_free());
+
+/// Loom stand-in for `atomic::Atomic<Word>`: the methods the core uses (no
+/// plain store: every write of a live word is a CAS), loom's `AtomicU64` inside.
+#[cfg(loom)]
+#[derive(Debug)]
+pub(crate) struct AtomicWord(AtomicU64);
+
+#[cfg(loom)]
+impl AtomicWord {
+    pub(crate) fn new(w: Word) -> Self {
+        Self(AtomicU64::new(w.bits()))
+    }
+    pub(crate) fn load(&self, order: Ordering) -> Word {
+        Word::from_bits(self.0.load(order))
+    }
+    pub(crate) fn compare_exchange_weak(
+        &self,
+        current: Word,
+        new: Word,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Word, Word> {
+        self.0
+            .compare_exchange_weak(current.bits(), new.bits(), success, failure)
+            .map(Word::from_bits)
+            .map_err(Word::from_bits)
+    }
+    pub(crate) fn compare_exchange(
+        &self,
+        current: Word,
+        new: Word,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<Word, Word> {
+        self.0
+            .compare_exchange(current.bits(), new.bits(), success, failure)
+            .map(Word::from_bits)
+            .map_err(Word::from_bits)
     }
 }
 

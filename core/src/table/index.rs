@@ -11,9 +11,10 @@ pub(super) const WAYS: usize = 16;
 pub(super) const WAYS: usize = 1;
 
 /// Index cells: a 6-bit tag from the tenant's hash over a 26-bit slot
-/// (slots run to twice `MAX_MAX_TENANTS`, inclusive).
+/// (slots run to twice `MAX_MAX_TENANTS`, inclusive: see [`MAX_SLOTS`]).
 pub(super) const SLOT_BITS: u32 = 26;
-const _: () = assert!(2 * (crate::profile::MAX_MAX_TENANTS as u64) < (1 << SLOT_BITS));
+/// Slots an index cell can name: the profile keeps a table below it.
+pub(crate) const MAX_SLOTS: u64 = 1 << SLOT_BITS;
 
 /// The tenant index: a set-associative array of `tag | slot` cells for the
 /// tenants that found both their home lines full (about 1 in 40 of a full

@@ -68,6 +68,7 @@ mod tests;
 pub(crate) use self::alloc::OutOfMemory;
 use self::alloc::{try_box, try_vec};
 use self::arena::Arena;
+pub(crate) use self::index::MAX_SLOTS;
 use self::index::{Bucket, Index};
 use self::key::{fingerprint, fingerprint_keys, is_fingerprint, pack_key, unpack_key, TableHasher};
 pub(crate) use self::lookup::Resolved;

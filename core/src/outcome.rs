@@ -1,8 +1,7 @@
-//! The vocabulary of admission: decisions, rejections, outcomes and the
-//! errors a tenant id can meet.
+//! What an admission and a call can come to: rejections and their
+//! reasons, a call's outcome, and the errors a tenant id can meet.
 
 use crate::fallback::Fallback;
-use crate::permit::*;
 use std::fmt;
 use std::time::Duration;
 
@@ -122,13 +121,4 @@ impl Outcome {
     pub fn of_error<E: ?Sized>(_: &E) -> Outcome {
         Outcome::Failure
     }
-}
-
-/// The answer to an admission.
-#[derive(Debug)]
-pub enum Decision<'a> {
-    /// Go ahead; record the outcome through the permit.
-    Admitted(Permit<'a>),
-    /// Do not call; serve the fallback.
-    Rejected(Rejection<'a>),
 }

@@ -1,7 +1,7 @@
-//! Permits: the caller's right to make one call and record it once (C13),
-//! and the packed answer the out-of-line admission paths return.
+//! Decisions and permits: the answer to an admission, the caller's right to
+//! make one call and record it once (C13), and the packed answer the
+//! out-of-line admission paths return.
 
-use crate::decision::*;
 use crate::dependency::*;
 use crate::partition::Partition;
 use crate::state::word::GEN_MASK;
@@ -255,6 +255,15 @@ impl PackedAnswer {
     pub(crate) fn retry_after(self) -> Option<Duration> {
         (self.nanos != Self::NONE).then(|| Duration::from_nanos(self.nanos))
     }
+}
+
+/// The answer to an admission.
+#[derive(Debug)]
+pub enum Decision<'a> {
+    /// Go ahead; record the outcome through the permit.
+    Admitted(Permit<'a>),
+    /// Do not call; serve the fallback.
+    Rejected(Rejection<'a>),
 }
 
 /// Permission to make one call. Record its outcome; dropping it unrecorded
