@@ -7,7 +7,7 @@
 
 use crate::bank::PyBank;
 use crate::errors::{secs, Error};
-use crate::fallback::{serve, PyFallback};
+use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::outcome;
 use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
 use pyo3::exceptions::PyBaseException;
@@ -185,10 +185,9 @@ impl PyDecision {
     /// None when admitted or the deadline expired; else the declared fallback.
     #[getter]
     fn fallback(&self) -> Option<PyFallback> {
-        match self.reason {
-            None | Some(RejectReason::DeadlineExpired) => None,
-            Some(_) => Some(PyFallback::from_core(self.dep.fallback())),
-        }
+        self.rejection()?
+            .fallback_to_serve()
+            .map(PyFallback::from_core)
     }
 
     /// Seconds until the breaker next admits a probe (reason "open"), else None.
@@ -288,21 +287,17 @@ impl PyDecision {
 
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
-        match this.reason {
-            None => Ok(slf.clone()),
-            Some(RejectReason::DeadlineExpired) => Err(Error::DeadlineExpired {
-                dependency: this.dep.name().to_owned(),
-                partition: this.dep.breaker_of(this.tenant.as_deref()),
-            }
-            .into()),
-            Some(_) => match this.rejection() {
-                // Raised, not served: `unavailable` counts no fallback (C14).
-                Some(r) => {
-                    Err(Error::Unavailable(this.dep.unavailable(this.tenant.as_deref(), &r)).into())
-                }
-                None => Ok(slf.clone()),
-            },
+        let Some(r) = this.rejection() else {
+            return Ok(slf.clone());
+        };
+        let tenant = this.tenant.as_deref();
+        Err(if r.reason.serves_fallback() {
+            // Raised, not served: `unavailable` counts no fallback (C14).
+            Error::Unavailable(this.dep.unavailable(tenant, &r))
+        } else {
+            deadline_expired(&this.dep, tenant)
         }
+        .into())
     }
 
     #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]
