@@ -119,9 +119,7 @@ pub fn serve<'py>(
             }
         }
     });
-    // `cache_key=None` is a key of its own (""), as when the value was stored.
-    let key = Some(cache_key.unwrap_or(""));
-    match dep.serve_fallback(tenant, rejection, key, degraded) {
+    match dep.serve_fallback(tenant, rejection, cache_key, degraded) {
         Ok(v) => match v.value(py) {
             Some(v) => Ok(v.into_bound(py)),
             // The bank's values were cleared: it is being collected.
