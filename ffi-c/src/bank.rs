@@ -294,21 +294,16 @@ pub extern "C" fn bb_admit(
                     permit,
                 }
             }
-            Ok(Decision::Rejected(r)) => {
-                let expired = matches!(r.reason, breakerbank::RejectReason::DeadlineExpired);
-                bb_decision {
-                    admitted: false,
-                    probe: false,
-                    reason: r.reason.into(),
-                    fallback: if expired {
-                        bb_fallback_kind::BB_FALLBACK_NONE
-                    } else {
-                        r.fallback.kind().into()
-                    },
-                    retry_after_ns: r.retry_after.map_or(0, nanos),
-                    permit: NO_PERMIT,
-                }
-            }
+            Ok(Decision::Rejected(r)) => bb_decision {
+                admitted: false,
+                probe: false,
+                reason: r.reason.into(),
+                fallback: r
+                    .fallback_to_serve()
+                    .map_or(bb_fallback_kind::BB_FALLBACK_NONE, |f| f.kind().into()),
+                retry_after_ns: r.retry_after.map_or(0, nanos),
+                permit: NO_PERMIT,
+            },
             Err(e) => return Err(tenant_refused(d, e)),
         };
         out.write(decision);
