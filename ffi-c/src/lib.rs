@@ -37,7 +37,7 @@ mod types;
 
 pub use bank::*;
 pub use error::bb_last_error;
-pub use listener::{bb_event, bb_event_kind, bb_listener_fn, bb_set_listener};
+pub use listener::{bb_event, bb_event_kind, bb_listener_fn};
 pub use types::*;
 
 /// Issues and redeems one permit ticket: the exactly-once ledger's cost
