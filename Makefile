@@ -29,6 +29,7 @@ test: lint rust-test loom ffi-test py-test fuzz-short
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p breakerbank-ffi --all-targets --features bench-internals -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
 # Release: the model and flood tests are CPU-bound, and the release

@@ -585,27 +585,6 @@ bb_status bb_metrics_prometheus(const struct bb_bank *bank, char *buf, size_t ca
 bb_status bb_fallback_code(const struct bb_bank *bank, uint32_t dep, char *buf, size_t cap, size_t *written);
 
 /**
- * Copies the message of the calling thread's last error into `buf`.
- *
- * The message is UTF-8, `*written` bytes long; when `cap` is larger than
- * the message a terminating NUL is also written (not counted in
- * `*written`), so `char buf[256]` can be printed with `%s`. Before any
- * error the message is empty. This call never changes the stored message.
- *
- * Returns `BB_ERR_BUFFER_TOO_SMALL` with `*written` set to the length needed
- * when `cap` is smaller than the message: `bb_last_error(NULL, 0, &n)` asks
- * for the size.
- *
- * Thread-safe: each thread reads its own last error.
- *
- * # Safety
- *
- * `buf` is null with `cap == 0`, or valid for writes of `cap` bytes;
- * `written` is a valid `size_t *`.
- */
-bb_status bb_last_error(char *buf, size_t cap, size_t *written);
-
-/**
  * Sets (or, with `f` NULL, clears) the bank's event callback, replacing any
  * previous one. Events: transitions, resets, forced opens and stuck alerts
  * of every breaker of the bank (C16).
@@ -625,6 +604,27 @@ bb_status bb_last_error(char *buf, size_t cap, size_t *written);
  * until it is replaced or the bank is freed.
  */
 bb_status bb_set_listener(struct bb_bank *bank, bb_listener_fn f, void *user_data);
+
+/**
+ * Copies the message of the calling thread's last error into `buf`.
+ *
+ * The message is UTF-8, `*written` bytes long; when `cap` is larger than
+ * the message a terminating NUL is also written (not counted in
+ * `*written`), so `char buf[256]` can be printed with `%s`. Before any
+ * error the message is empty. This call never changes the stored message.
+ *
+ * Returns `BB_ERR_BUFFER_TOO_SMALL` with `*written` set to the length needed
+ * when `cap` is smaller than the message: `bb_last_error(NULL, 0, &n)` asks
+ * for the size.
+ *
+ * Thread-safe: each thread reads its own last error.
+ *
+ * # Safety
+ *
+ * `buf` is null with `cap == 0`, or valid for writes of `cap` bytes;
+ * `written` is a valid `size_t *`.
+ */
+bb_status bb_last_error(char *buf, size_t cap, size_t *written);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -6,6 +6,8 @@
 #                    -fsanitize=address,undefined; build and run the example
 #   make header      regenerate include/breakerbank.h (commit the result)
 #   make ffi-bench   criterion: bb_admit + bb_record vs the Rust core path
+#                    (with the bench-internals feature, which the library
+#                    is built without)
 #   make ffi-tsan    the C thread tests under ThreadSanitizer (not in
 #                    `make test`): the Rust library built by nightly with
 #                    -Zsanitizer=thread, linked with rustc's own TSan
@@ -80,7 +82,7 @@ header:
 	BB_UPDATE_HEADER=1 $(CARGO) test -p breakerbank-ffi --test header
 
 ffi-bench:
-	$(CARGO) bench -p breakerbank-ffi --bench ffi
+	$(CARGO) bench -p breakerbank-ffi --features bench-internals --bench ffi
 
 FFI_TSAN_TARGET_DIR ?= $(FFI_TARGET_DIR)/tsan
 FFI_TSAN_TRIPLE := x86_64-unknown-linux-gnu

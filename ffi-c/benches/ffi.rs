@@ -18,7 +18,8 @@
 //! descheduled by other processes is not counted. Both sides see the same
 //! load; their difference is the ABI's cost.
 //!
-//! Run: `cargo bench -p breakerbank-ffi --bench ffi` (or `make ffi-bench`).
+//! Run: `cargo bench -p breakerbank-ffi --features bench-internals --bench ffi`
+//! (or `make ffi-bench`).
 
 use breakerbank::{Bank, Decision, Outcome};
 use breakerbank_ffi::{

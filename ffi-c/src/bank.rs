@@ -6,13 +6,13 @@
 
 use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail};
 use crate::ledger;
-use crate::listener::ListenerSlot;
+use crate::listener::{bb_listener_fn, ListenerSlot};
 use crate::types::{
     bb_breaker_state, bb_decision, bb_fallback_kind, bb_outcome_raw, bb_permit, bb_reason,
     bb_status,
 };
 use breakerbank::{AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Profile};
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +26,7 @@ use std::time::Duration;
 /// `bb_bank_free` take `bb_bank *`.
 pub struct bb_bank {
     pub(crate) bank: Bank,
-    pub(crate) listener: Arc<ListenerSlot>,
+    listener: Arc<ListenerSlot>,
     /// Tags this bank's permits.
     serial: u32,
     /// Keys the check word of this bank's permits (random per bank).
@@ -174,7 +174,7 @@ pub extern "C" fn bb_bank_free(bank: *mut bb_bank) -> bb_status {
         }
         {
             let b = try_ref!(bank.cast_const(), "bank");
-            b.listener.replace(None)?;
+            b.listener.clear()?;
         }
         // SAFETY: `bank` came from `Box::into_raw` in `bb_bank_from_yaml`
         // and, by the contract, is freed only here and once, with no other
@@ -294,21 +294,16 @@ pub extern "C" fn bb_admit(
                     permit,
                 }
             }
-            Ok(Decision::Rejected(r)) => {
-                let expired = matches!(r.reason, breakerbank::RejectReason::DeadlineExpired);
-                bb_decision {
-                    admitted: false,
-                    probe: false,
-                    reason: r.reason.into(),
-                    fallback: if expired {
-                        bb_fallback_kind::BB_FALLBACK_NONE
-                    } else {
-                        r.fallback.kind().into()
-                    },
-                    retry_after_ns: r.retry_after.map_or(0, nanos),
-                    permit: NO_PERMIT,
-                }
-            }
+            Ok(Decision::Rejected(r)) => bb_decision {
+                admitted: false,
+                probe: false,
+                reason: r.reason.into(),
+                fallback: r
+                    .fallback_to_serve()
+                    .map_or(bb_fallback_kind::BB_FALLBACK_NONE, |f| f.kind().into()),
+                retry_after_ns: r.retry_after.map_or(0, nanos),
+                permit: NO_PERMIT,
+            },
             Err(e) => return Err(tenant_refused(d, e)),
         };
         out.write(decision);
@@ -550,5 +545,34 @@ pub extern "C" fn bb_fallback_code(
         // SAFETY: `buf`/`cap` as the caller's contract says; `written` was
         // checked by `try_out!`.
         unsafe { copy_out(code, buf, cap, written) }
+    }
+}
+
+/// Sets (or, with `f` NULL, clears) the bank's event callback, replacing any
+/// previous one. Events: transitions, resets, forced opens and stuck alerts
+/// of every breaker of the bank (C16).
+///
+/// When this returns, the previous callback is not running and will not be
+/// called again. The callback runs on a thread of breakerbank's, never from
+/// inside `bb_admit`/`bb_record` and never with a lock held, so a slow
+/// callback never slows admission.
+///
+/// Takes `bb_bank *` (not const): do not call it concurrently with
+/// `bb_bank_free`. It may be called while other threads admit.
+///
+/// # Safety
+///
+/// `bank` is a live bank from `bb_bank_from_yaml`. `f`, when not NULL, must
+/// be safe to call with `user_data` from any thread, one call at a time,
+/// until it is replaced or the bank is freed.
+#[no_mangle]
+pub extern "C" fn bb_set_listener(
+    bank: *mut bb_bank,
+    f: bb_listener_fn,
+    user_data: *mut c_void,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank.cast_const(), "bank");
+        bank.listener.set(&bank.bank, f, user_data)
     }
 }

@@ -1,6 +1,9 @@
-//! The panic boundary, the one null-check macro, and argument decoding.
+//! The panic boundary and the calling thread's last error it keeps, the one
+//! null-check macro, and argument decoding.
 
 use crate::types::bb_status;
+use std::any::Any;
+use std::cell::RefCell;
 use std::ffi::c_char;
 
 /// An error on its way out through the boundary: a status and the message
@@ -34,6 +37,48 @@ impl Fail {
     }
 }
 
+thread_local! {
+    /// The message of this thread's last failed call (empty before any).
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Stores `fail`'s message for this thread and returns its status.
+#[cold]
+pub(crate) fn set_last_error(fail: Fail) -> bb_status {
+    // `try_with`: during thread teardown the slot may be gone; the status
+    // still reaches the caller.
+    let status = fail.status();
+    let _ = LAST_ERROR.try_with(|slot| {
+        if let Ok(mut s) = slot.try_borrow_mut() {
+            *s = fail.into_message();
+        }
+    });
+    status
+}
+
+/// A caught panic: `BB_ERR_PANIC`, its message kept for `bb_last_error`.
+#[cold]
+pub(crate) fn panicked(payload: Box<dyn Any + Send>) -> bb_status {
+    let what = if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_owned()
+    };
+    // Dropping a panic payload can itself panic; keep that inside the boundary.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
+    set_last_error(Fail::new(
+        bb_status::BB_ERR_PANIC,
+        format!("panic inside breakerbank: {what}"),
+    ))
+}
+
+/// Runs `f` on the message of this thread's last error.
+pub(crate) fn with_last_error<R>(f: impl FnOnce(&str) -> R) -> R {
+    LAST_ERROR.with(|slot| f(&slot.borrow()))
+}
+
 /// Runs a body returning `Result<(), Fail>` so that nothing unwinds into C.
 ///
 /// `Ok(())` is `BB_OK`; `Err(fail)` stores the message for `bb_last_error` on
@@ -47,8 +92,8 @@ macro_rules! ffi_boundary {
         ));
         match result {
             Ok(Ok(())) => $crate::types::bb_status::BB_OK,
-            Ok(Err(fail)) => $crate::error::set_last_error(fail),
-            Err(payload) => $crate::error::panicked(payload),
+            Ok(Err(fail)) => $crate::boundary::set_last_error(fail),
+            Err(payload) => $crate::boundary::panicked(payload),
         }
     }};
 }

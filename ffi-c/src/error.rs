@@ -1,47 +1,9 @@
-//! The calling thread's last error, and how panics become `BB_ERR_PANIC`.
+//! `bb_last_error`: the calling thread's last error, as the boundary
+//! stored it.
 
-use crate::boundary::{copy_out, Fail};
+use crate::boundary::{copy_out, with_last_error, Fail};
 use crate::types::bb_status;
-use std::any::Any;
-use std::cell::RefCell;
 use std::ffi::c_char;
-
-thread_local! {
-    /// The message of this thread's last failed call (empty before any).
-    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
-}
-
-/// Stores `fail`'s message for this thread and returns its status.
-#[cold]
-pub(crate) fn set_last_error(fail: Fail) -> bb_status {
-    // `try_with`: during thread teardown the slot may be gone; the status
-    // still reaches the caller.
-    let status = fail.status();
-    let _ = LAST_ERROR.try_with(|slot| {
-        if let Ok(mut s) = slot.try_borrow_mut() {
-            *s = fail.into_message();
-        }
-    });
-    status
-}
-
-/// A caught panic: `BB_ERR_PANIC`, its message kept for `bb_last_error`.
-#[cold]
-pub(crate) fn panicked(payload: Box<dyn Any + Send>) -> bb_status {
-    let what = if let Some(s) = payload.downcast_ref::<&'static str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_owned()
-    };
-    // Dropping a panic payload can itself panic; keep that inside the boundary.
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(payload)));
-    set_last_error(Fail::new(
-        bb_status::BB_ERR_PANIC,
-        format!("panic inside breakerbank: {what}"),
-    ))
-}
 
 /// Copies the message of the calling thread's last error into `buf`.
 ///
@@ -66,11 +28,10 @@ pub extern "C" fn bb_last_error(buf: *mut c_char, cap: usize, written: *mut usiz
     // not replace it. Panics are still caught.
     let result = std::panic::catch_unwind(|| -> Result<(), Fail> {
         let written = try_out!(written, "written");
-        LAST_ERROR.with(|slot| {
-            let msg = slot.borrow();
+        with_last_error(|msg| {
             // SAFETY: `buf`/`cap` are as this function's contract says;
             // `written` was checked by `try_out!`.
-            unsafe { copy_out(&msg, buf, cap, written) }
+            unsafe { copy_out(msg, buf, cap, written) }
         })
     });
     match result {

@@ -37,11 +37,12 @@ mod types;
 
 pub use bank::*;
 pub use error::bb_last_error;
-pub use listener::{bb_event, bb_event_kind, bb_listener_fn, bb_set_listener};
+pub use listener::{bb_event, bb_event_kind, bb_listener_fn};
 pub use types::*;
 
 /// Issues and redeems one permit ticket: the exactly-once ledger's cost
 /// alone, for `benches/ffi.rs`. Not part of the C ABI.
+#[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 #[inline(never)]
 pub fn __bench_ticket_roundtrip() -> bool {
@@ -56,6 +57,7 @@ pub fn __bench_ticket_roundtrip() -> bool {
 /// # Safety
 ///
 /// `bank` is a live bank from `bb_bank_from_yaml` that outlives `'a`.
+#[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 pub unsafe fn __bench_bank<'a>(bank: *const bb_bank) -> &'a breakerbank::Bank {
     // SAFETY: by this function's contract `bank` points to a live `bb_bank`

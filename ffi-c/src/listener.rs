@@ -11,10 +11,9 @@
 // the core's imports through `crate::sync`).
 #![allow(clippy::disallowed_types)]
 
-use crate::bank::bb_bank;
 use crate::boundary::Fail;
-use crate::types::{bb_breaker_state, bb_status};
-use breakerbank::{Event, EventKind};
+use crate::types::bb_breaker_state;
+use breakerbank::{Bank, Event, EventKind};
 use std::cell::Cell;
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -114,16 +113,40 @@ impl ListenerSlot {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Installs `f` (with `user_data`) as `bank`'s callback, or clears it
+    /// when `f` is `None`, as `bb_set_listener` documents: the core is
+    /// subscribed once, on first use, and the previous callback is never
+    /// called after this returns.
+    pub(crate) fn set(
+        self: &Arc<Self>,
+        bank: &Bank,
+        f: bb_listener_fn,
+        user_data: *mut c_void,
+    ) -> Result<(), Fail> {
+        self.replace(f.map(|f| CListener { f, user_data }))?;
+        self.subscribed.get_or_init(|| {
+            let shared = Arc::clone(self);
+            bank.subscribe(move |e: &Event| shared.deliver(e));
+        });
+        Ok(())
+    }
+
+    /// Clears the callback, as the bank is freed: none is running when this
+    /// returns, and none is called afterwards.
+    pub(crate) fn clear(&self) -> Result<(), Fail> {
+        self.replace(None)
+    }
+
     /// Replaces the callback and waits until no callback is running, so that
     /// the previous one is never called after this returns.
-    pub(crate) fn replace(&self, new: Option<CListenerArg>) -> Result<(), Fail> {
+    fn replace(&self, new: Option<CListener>) -> Result<(), Fail> {
         if in_callback() {
             return Err(Fail::arg(
                 "cannot change or free a bank's listener from inside its callback",
             ));
         }
         let mut s = self.lock();
-        s.current = new.map(|n| n.0);
+        s.current = new;
         while s.running > 0 {
             s = self.idle.wait(s).unwrap_or_else(|e| e.into_inner());
         }
@@ -170,44 +193,5 @@ impl ListenerSlot {
         if s.running == 0 {
             self.idle.notify_all();
         }
-    }
-}
-
-/// A listener as received from C, before it is installed.
-pub(crate) struct CListenerArg(CListener);
-
-/// Sets (or, with `f` NULL, clears) the bank's event callback, replacing any
-/// previous one. Events: transitions, resets, forced opens and stuck alerts
-/// of every breaker of the bank (C16).
-///
-/// When this returns, the previous callback is not running and will not be
-/// called again. The callback runs on a thread of breakerbank's, never from
-/// inside `bb_admit`/`bb_record` and never with a lock held, so a slow
-/// callback never slows admission.
-///
-/// Takes `bb_bank *` (not const): do not call it concurrently with
-/// `bb_bank_free`. It may be called while other threads admit.
-///
-/// # Safety
-///
-/// `bank` is a live bank from `bb_bank_from_yaml`. `f`, when not NULL, must
-/// be safe to call with `user_data` from any thread, one call at a time,
-/// until it is replaced or the bank is freed.
-#[no_mangle]
-pub extern "C" fn bb_set_listener(
-    bank: *mut bb_bank,
-    f: bb_listener_fn,
-    user_data: *mut c_void,
-) -> bb_status {
-    ffi_boundary! {
-        let bank = try_ref!(bank.cast_const(), "bank");
-        let new = f.map(|f| CListenerArg(CListener { f, user_data }));
-        let slot: &Arc<ListenerSlot> = &bank.listener;
-        slot.replace(new)?;
-        slot.subscribed.get_or_init(|| {
-            let shared = Arc::clone(slot);
-            bank.bank.subscribe(move |e: &Event| shared.deliver(e));
-        });
-        Ok(())
     }
 }

@@ -6,7 +6,7 @@ use crate::dependency::PyDependency;
 use crate::errors::{secs, Error};
 use crate::held::{Listeners, Values};
 use crate::time::instant_secs;
-use breakerbank::{Bank, Event, PartitionMetrics, Profile};
+use breakerbank::{Bank, Event, MetricValue, PartitionMetrics, Profile, METRICS};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
@@ -64,24 +64,14 @@ fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank,
 fn partition_dict<'py>(py: Python<'py>, p: &PartitionMetrics) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("state", p.state.as_str())?;
-    d.set_item("open_seconds_total", p.open_seconds_total)?;
-    d.set_item("open_episode_seconds", p.open_episode_seconds)?;
-    d.set_item("opened_total", p.opened_total)?;
-    d.set_item("half_opened_total", p.half_opened_total)?;
-    d.set_item("closed_total", p.closed_total)?;
-    d.set_item("rejected_open_total", p.rejected_open_total)?;
-    d.set_item("probe_rejects_total", p.probe_rejects_total)?;
-    d.set_item("forced_open_rejects_total", p.forced_open_rejects_total)?;
-    d.set_item("deadline_expired_total", p.deadline_expired_total)?;
-    d.set_item("failures_total", p.failures_total)?;
-    d.set_item("cancelled_total", p.cancelled_total)?;
-    d.set_item("late_records_total", p.late_records_total)?;
-    d.set_item("fallback_stale_total", p.fallback_stale_total)?;
-    d.set_item("fallback_degraded_total", p.fallback_degraded_total)?;
-    d.set_item("fallback_error_total", p.fallback_error_total)?;
-    d.set_item("fallback_failures_total", p.fallback_failures_total)?;
-    d.set_item("partition_overflow_total", p.partition_overflow_total)?;
-    d.set_item("stuck", u8::from(p.stuck))?;
+    for m in &METRICS {
+        match (m.read)(p) {
+            MetricValue::Count(n) => d.set_item(m.name, n)?,
+            MetricValue::Seconds(s) => d.set_item(m.name, s)?,
+            // API.md's `stuck` is "0 or 1": an int, not a bool.
+            MetricValue::Flag(b) => d.set_item(m.name, u8::from(b))?,
+        }
+    }
     Ok(d)
 }
 

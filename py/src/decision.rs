@@ -7,9 +7,9 @@
 
 use crate::bank::PyBank;
 use crate::errors::{secs, Error};
-use crate::fallback::{serve, PyFallback};
+use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::outcome;
-use breakerbank::{Dependency, FallbackKind, Instant, Outcome, RawPermit, RejectReason, Rejection};
+use breakerbank::{Dependency, Instant, Outcome, RawPermit, RejectReason, Rejection};
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -21,8 +21,8 @@ use std::time::Duration;
 enum Slot {
     /// Admitted, no outcome yet.
     Pending(RawPermit),
-    /// Admitted, outcome recorded.
-    Recorded(&'static str),
+    /// Admitted, outcome recorded (as counted).
+    Recorded(Outcome),
     /// Not admitted: nothing to record.
     Rejected,
 }
@@ -93,7 +93,7 @@ impl PyDecision {
     /// Records `outcome` once and returns the outcome as the core counted it
     /// (a success at least `slow_call` long is a failure); a second time
     /// raises and changes nothing.
-    fn record(&self, outcome: Outcome) -> Result<&'static str, Error> {
+    fn record(&self, outcome: Outcome) -> Result<Outcome, Error> {
         let mut slot = self.lock();
         match &*slot {
             Slot::Pending(_) => {
@@ -101,13 +101,13 @@ impl PyDecision {
                     unreachable!("matched Pending just above, under the same lock")
                 };
                 // `record_raw` is lock-free and calls no Python: fine under our lock.
-                let counted = outcome::name(self.dep.record_raw(raw, outcome));
+                let counted = self.dep.record_raw(raw, outcome);
                 *slot = Slot::Recorded(counted);
                 Ok(counted)
             }
             Slot::Recorded(prev) => Err(Error::AlreadyRecorded {
                 dependency: self.dep.name().to_owned(),
-                outcome: prev,
+                outcome: prev.as_str(),
             }),
             Slot::Rejected => Err(Error::NotAdmitted {
                 dependency: self.dep.name().to_owned(),
@@ -121,7 +121,7 @@ impl PyDecision {
         &self,
         py: Python<'_>,
         exc: Option<&Bound<'_, PyAny>>,
-    ) -> Result<&'static str, Error> {
+    ) -> Result<Outcome, Error> {
         let outcome = match exc {
             None => Outcome::Success,
             // Anything else is the caller's mistake, not a dependency
@@ -155,7 +155,7 @@ impl Drop for PyDecision {
         let slot = self.slot.get_mut().unwrap_or_else(|e| e.into_inner());
         // Not pending (recorded or rejected): nothing to do, and what the
         // slot then says no longer matters (the decision is gone).
-        if let Slot::Pending(raw) = std::mem::replace(slot, Slot::Recorded("cancelled")) {
+        if let Slot::Pending(raw) = std::mem::replace(slot, Slot::Recorded(Outcome::Cancelled)) {
             self.dep.record_raw(raw, Outcome::Cancelled);
         }
     }
@@ -185,10 +185,9 @@ impl PyDecision {
     /// None when admitted or the deadline expired; else the declared fallback.
     #[getter]
     fn fallback(&self) -> Option<PyFallback> {
-        match self.reason {
-            None | Some(RejectReason::DeadlineExpired) => None,
-            Some(_) => Some(PyFallback::from_core(self.dep.fallback())),
-        }
+        self.rejection()?
+            .fallback_to_serve()
+            .map(PyFallback::from_core)
     }
 
     /// Seconds until the breaker next admits a probe (reason "open"), else None.
@@ -201,7 +200,7 @@ impl PyDecision {
     #[getter]
     fn outcome(&self) -> Option<&'static str> {
         match *self.lock() {
-            Slot::Recorded(o) => Some(o),
+            Slot::Recorded(o) => Some(o.as_str()),
             _ => None,
         }
     }
@@ -232,7 +231,7 @@ impl PyDecision {
         py: Python<'_>,
         exc: Option<&Bound<'_, PyAny>>,
     ) -> Result<&'static str, Error> {
-        self.finish_with(py, exc)
+        self.finish_with(py, exc).map(Outcome::as_str)
     }
 
     /// Records the outcome of a call that returned `value` and, on success
@@ -245,13 +244,12 @@ impl PyDecision {
         value: Py<PyAny>,
         cache_key: Option<&str>,
     ) -> Result<&'static str, Error> {
-        let outcome = self.finish_with(py, None)?;
-        if outcome == "success" && self.dep.fallback().kind() == FallbackKind::Stale {
-            let cached = self.bank.get().values().put(value);
-            self.dep
-                .cache_put(self.tenant.as_deref(), cache_key.unwrap_or(""), cached);
-        }
-        Ok(outcome)
+        let counted = self.finish_with(py, None)?;
+        self.dep
+            .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
+                self.bank.get().values().put(value)
+            });
+        Ok(counted.as_str())
     }
 
     /// For a decision that was not admitted: serves the declared fallback as
@@ -288,21 +286,17 @@ impl PyDecision {
 
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
-        match this.reason {
-            None => Ok(slf.clone()),
-            Some(RejectReason::DeadlineExpired) => Err(Error::DeadlineExpired {
-                dependency: this.dep.name().to_owned(),
-                partition: this.dep.breaker_of(this.tenant.as_deref()),
-            }
-            .into()),
-            Some(_) => match this.rejection() {
-                // Raised, not served: `unavailable` counts no fallback (C14).
-                Some(r) => {
-                    Err(Error::Unavailable(this.dep.unavailable(this.tenant.as_deref(), &r)).into())
-                }
-                None => Ok(slf.clone()),
-            },
+        let Some(r) = this.rejection() else {
+            return Ok(slf.clone());
+        };
+        let tenant = this.tenant.as_deref();
+        Err(if r.reason.serves_fallback() {
+            // Raised, not served: `unavailable` counts no fallback (C14).
+            Error::Unavailable(this.dep.unavailable(tenant, &r))
+        } else {
+            deadline_expired(&this.dep, tenant)
         }
+        .into())
     }
 
     #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]

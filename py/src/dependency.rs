@@ -6,7 +6,7 @@ use crate::errors::{secs, Error};
 use crate::fallback::{serve, PyFallback};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
-use breakerbank::{Decision, Dependency, FallbackKind, Instant, Outcome, TripPolicy};
+use breakerbank::{Decision, Dependency, Instant, TripPolicy};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -203,25 +203,15 @@ impl PyDependency {
                 } else {
                     f.call(args, kwargs)
                 };
-                let raw = permit.into_raw();
-                match result {
-                    Ok(value) => {
-                        let counted = self.dep.record_raw(raw, Outcome::Success);
-                        if counted == Outcome::Success
-                            && self.dep.fallback().kind() == FallbackKind::Stale
-                        {
-                            let cached = self.bank.get().values().put(value.clone().unbind());
-                            self.dep.cache_put(tenant, cache_key.unwrap_or(""), cached);
-                        }
-                        Ok(value)
-                    }
-                    Err(err) => {
-                        let outcome =
-                            outcome::of_exception(py, &self.dep, err.value(py).as_any(), deadline);
-                        self.dep.record_raw(raw, outcome);
-                        Err(err)
-                    }
+                let counted = permit.finish(&result, |err| {
+                    outcome::of_exception(py, &self.dep, err.value(py).as_any(), deadline)
+                });
+                if let Ok(value) = &result {
+                    self.dep.keep_stale(tenant, cache_key, counted, || {
+                        self.bank.get().values().put(value.clone().unbind())
+                    });
                 }
+                result
             }
             Decision::Rejected(rejection) => serve(
                 py, &self.dep, tenant, &rejection, fallback, args, kwargs, cache_key,

@@ -4,7 +4,7 @@
 
 use crate::errors::Error;
 use crate::held::Cached;
-use breakerbank::{Dependency, RejectReason, Rejection};
+use breakerbank::{Dependency, Rejection};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -77,6 +77,14 @@ impl PyFallback {
     }
 }
 
+/// What a refusal that serves no fallback raises (an expired deadline, C10).
+pub fn deadline_expired(dep: &Dependency, tenant: Option<&str>) -> Error {
+    Error::DeadlineExpired {
+        dependency: dep.name().to_owned(),
+        partition: dep.breaker_of(tenant),
+    }
+}
+
 /// Serves the declared fallback for a rejected call, or raises.
 ///
 /// `deadline_expired` raises `DeadlineExpired` (C10: no fallback hides it).
@@ -95,12 +103,8 @@ pub fn serve<'py>(
     kwargs: Option<&Bound<'py, PyDict>>,
     cache_key: Option<&str>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if rejection.reason == RejectReason::DeadlineExpired {
-        return Err(Error::DeadlineExpired {
-            dependency: dep.name().to_owned(),
-            partition: dep.breaker_of(tenant),
-        }
-        .into());
+    if !rejection.reason.serves_fallback() {
+        return Err(deadline_expired(dep, tenant).into());
     }
     let mut raised: Option<PyErr> = None;
     let degraded = fallback.map(|f| {
@@ -115,9 +119,7 @@ pub fn serve<'py>(
             }
         }
     });
-    // `cache_key=None` is a key of its own (""), as when the value was stored.
-    let key = Some(cache_key.unwrap_or(""));
-    match dep.serve_fallback(tenant, rejection, key, degraded) {
+    match dep.serve_fallback(tenant, rejection, cache_key, degraded) {
         Ok(v) => match v.value(py) {
             Some(v) => Ok(v.into_bound(py)),
             // The bank's values were cleared: it is being collected.

@@ -1,12 +1,14 @@
-//! The one translation from "what the call did" to a core [`Outcome`],
-//! shared by `call`, `acall`, `guard`, the `with` form and `finish`.
+//! Python's exception rule: the classifier the binding gives the core
+//! (`Permit::finish`'s `classify`, as `Outcome::of_error` is Rust's), shared
+//! by `call`, `acall`, `guard`, the `with` form and `finish`.
 //!
 //! API.md: `asyncio.CancelledError` → cancelled; `TimeoutError` once the
 //! call's deadline has passed on the bank's clock → cancelled;
 //! `KeyboardInterrupt` / `SystemExit` / `GeneratorExit` → cancelled; any
-//! other exception → failure. A call that returned is recorded as a
-//! success; the core counts it as a failure when it took at least the
-//! dependency's `slow_call` on the bank's clock (`record_raw` says which).
+//! other exception → failure. A call that returned is a success; the core
+//! counts it as a failure when it took at least the dependency's
+//! `slow_call` on the bank's clock (`finish` and `record_raw` return the
+//! outcome as counted).
 
 use breakerbank::{Dependency, Instant, Outcome};
 use pyo3::exceptions::{PyGeneratorExit, PyKeyboardInterrupt, PySystemExit, PyTimeoutError};
@@ -47,13 +49,4 @@ pub fn of_exception(
         }
     }
     Outcome::Failure
-}
-
-/// `"success"`, `"failure"` or `"cancelled"`.
-pub fn name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Success => "success",
-        Outcome::Failure => "failure",
-        Outcome::Cancelled => "cancelled",
-    }
 }
