@@ -4,8 +4,8 @@
 #                    under 5 min on 2 cores, build included)
 #   make loom-deep   the same models at LOOM_MAX_PREEMPTIONS=3, and the
 #                    ignored ones (much longer; run by hand before touching
-#                    state/ or partition.rs); models capped at a lower
-#                    bound keep their cap
+#                    core/src/state/, partition.rs, window.rs or table/);
+#                    models capped at a lower bound keep their cap
 #   make loom-uncapped  every model at LOOM_MAX_PREEMPTIONS=2, the capped
 #                    ones too (about 20 min; LOOM_FILTER=name picks models)
 #   make loom-index  only the tenant-index model (about 1 min; ignored by

@@ -12,7 +12,11 @@
 # to $(MUTANTS_OUT)/mutants.out (caught.txt, missed.txt, timeout.txt).
 
 MUTANTS_FILES ?= core/src/state/word.rs core/src/state/machine.rs core/src/state/cell.rs \
-	core/src/fallback.rs core/src/profile.rs core/src/partition.rs
+	core/src/fallback.rs core/src/profile.rs core/src/partition.rs core/src/window.rs \
+	core/src/table/mod.rs core/src/table/alloc.rs core/src/table/arena.rs \
+	core/src/table/evict.rs core/src/table/index.rs core/src/table/insert.rs \
+	core/src/table/key.rs core/src/table/lookup.rs core/src/table/operator.rs \
+	core/src/table/shard.rs
 MUTANTS_OUT ?= $(CURDIR)/target/mutants
 MUTANTS_JOBS ?= 1
 

@@ -112,10 +112,10 @@ struct Run<'a> {
     next_inc: u64,
     /// Insertions so far: the clock of C9's least-recently-used order.
     /// Recency is told apart only across an insertion (an approximate
-    /// LRU, as `partition.rs` documents its order): two partitions last
-    /// used between the same two insertions may be evicted in either
-    /// order, one used before an insertion the other was used after may
-    /// not.
+    /// LRU, the sampled order of `core/src/table/evict.rs`): two
+    /// partitions last used between the same two insertions may be
+    /// evicted in either order, one used before an insertion the other was
+    /// used after may not.
     tick: u64,
     now_ms: u64,
     live: Vec<(Permit<'a>, MPermit)>,

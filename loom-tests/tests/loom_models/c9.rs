@@ -11,7 +11,7 @@ use loom::thread;
 // their homes and the index first, modelled by
 // `c9_index_hint_racing_recycle_never_admits_the_wrong_tenant`. (With
 // short ids these models grow past millions of executions; long ids keep
-// to the shard path under loom, see `Table::fast`.)
+// to the shard path under loom, see `Table::homes_first`.)
 const A: &str = "tenant-a/by-shard-path";
 const B: &str = "tenant-b/by-shard-path";
 const C: &str = "tenant-c/by-shard-path";
@@ -382,7 +382,7 @@ const RECYCLER: &str = "tenant-c5/by-shard-path";
 /// is for, and goes only to the counters of that generation's owner
 /// (`Dependency::counters`, `Table::tenure`); a late record of an owner
 /// gone since is the dependency's. What keeps it out of `c`'s window: a
-/// window per closed episode (`Cold::episodes`).
+/// window per closed episode (`SidePart::episodes`).
 #[test]
 fn c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner() {
     late_rate_failure_racing_a_recycle(
