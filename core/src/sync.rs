@@ -38,9 +38,9 @@ pub(crate) use std::sync::atomic::fence;
 /// A mutex loom can see: one held across a loom atomic (a yield point in
 /// a model) by a std mutex would block another model thread for real.
 #[cfg(loom)]
-pub(crate) use loom::sync::Mutex;
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(not(loom))]
-pub(crate) use std::sync::Mutex;
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// Immutable shared values (tenant keys, cached fallback values): their
 /// reference counts guard no breaker state, so loom need not model them,

@@ -753,3 +753,56 @@ fn c15_on_the_system_clock_a_stuck_breaker_is_announced_with_no_one_looking() {
         events.lock().unwrap()
     );
 }
+
+#[test]
+fn c13_a_held_permit_counts_one_outcome_whatever_the_threads() {
+    use breakerbank::HeldPermit;
+    // Two failures trip: a held permit recorded by many threads at once
+    // counts one failure, so the breaker stays closed after one permit.
+    let (_b, _c, dep) = bank(2, 1, 1, "");
+    for _ in 0..50 {
+        let held = HeldPermit::new(admitted(dep.admit(None, None).unwrap()));
+        let wins: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| held.record(Outcome::Failure)))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(wins.iter().filter(|r| r.is_ok()).count(), 1, "{wins:?}");
+        assert!(wins
+            .iter()
+            .all(|r| *r == Ok(Outcome::Failure) || *r == Err(Outcome::Failure)));
+        assert_eq!(held.outcome(), Some(Outcome::Failure));
+        drop(held);
+        // One failure counted, then a success resets the count.
+        assert_eq!(dep.state(None).unwrap(), State::Closed);
+        admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    }
+    let m = _b.metrics();
+    assert_eq!(m.dependencies[0].partitions[0].failures_total, 50);
+    assert_eq!(m.dependencies[0].partitions[0].cancelled_total, 0);
+}
+
+#[test]
+fn c7_c13_a_held_permit_dropped_unrecorded_is_cancelled_and_gives_its_probe_back() {
+    use breakerbank::HeldPermit;
+    let (b, clock, dep) = bank(1, 1, 1, "");
+    fail(&dep, None, 1);
+    clock.advance(SECS30);
+    let probe = HeldPermit::new(admitted(dep.admit(None, None).unwrap()));
+    assert!(probe.is_probe());
+    assert_eq!(
+        rejected(dep.admit(None, None).unwrap()).reason,
+        RejectReason::ProbeBudget
+    );
+    drop(probe);
+    assert!(
+        admitted(dep.admit(None, None).unwrap()).is_probe(),
+        "the dropped probe's slot is free again"
+    );
+    assert_eq!(
+        b.metrics().dependencies[0].partitions[0].cancelled_total,
+        2,
+        "the held probe and the one just dropped"
+    );
+}

@@ -1,31 +1,19 @@
 //! `breakerbank.Decision`: the result of `dep.admit(...)`.
 //!
-//! An admitted decision holds the core's `RawPermit` and a clone of the
-//! `Dependency`; its one outcome is recorded with `Dependency::record_raw`.
-//! A decision dropped without an outcome records `cancelled` (C13), so no
+//! An admitted decision holds the core's `HeldPermit`, which records its
+//! one outcome and, dropped without one, records `cancelled` (C13), so no
 //! probe slot can leak.
 
 use crate::bank::PyBank;
 use crate::errors::{secs, Error};
 use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::outcome;
-use breakerbank::{Dependency, Instant, Outcome, RawPermit, RejectReason, Rejection};
+use breakerbank::{Dependency, HeldPermit, Instant, Outcome, RejectReason, Rejection};
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyTuple, PyType};
-use std::sync::Mutex;
 use std::time::Duration;
-
-#[derive(Debug)]
-enum Slot {
-    /// Admitted, no outcome yet.
-    Pending(RawPermit),
-    /// Admitted, outcome recorded (as counted).
-    Recorded(Outcome),
-    /// Not admitted: nothing to record.
-    Rejected,
-}
 
 /// The answer to one admission: admitted (with a permit to record exactly
 /// one outcome on) or not (with the reason and the declared fallback).
@@ -44,7 +32,8 @@ pub struct PyDecision {
     probe: bool,
     reason: Option<RejectReason>,
     retry_after: Option<Duration>,
-    slot: Mutex<Slot>,
+    /// The permit of an admitted call; none for a rejected one.
+    permit: Option<HeldPermit>,
 }
 
 pub fn reason_str(r: RejectReason) -> &'static str {
@@ -63,14 +52,12 @@ impl PyDecision {
         let decision = dep
             .admit(tenant, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
-        let (probe, reason, retry_after, slot) = match decision {
+        let (probe, reason, retry_after, permit) = match decision {
             breakerbank::Decision::Admitted(permit) => {
-                let raw = permit.into_raw();
-                (raw.is_probe(), None, None, Slot::Pending(raw))
+                let held = HeldPermit::new(permit);
+                (held.is_probe(), None, None, Some(held))
             }
-            breakerbank::Decision::Rejected(r) => {
-                (false, Some(r.reason), r.retry_after, Slot::Rejected)
-            }
+            breakerbank::Decision::Rejected(r) => (false, Some(r.reason), r.retry_after, None),
         };
         Ok(Self {
             dep: dep.clone(),
@@ -80,40 +67,26 @@ impl PyDecision {
             probe,
             reason,
             retry_after,
-            slot: Mutex::new(slot),
+            permit,
         })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
-        // A poisoned lock only means a panic elsewhere while holding it; the
-        // slot itself is always a valid value.
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records `outcome` once and returns the outcome as the core counted it
     /// (a success at least `slow_call` long is a failure); a second time
     /// raises and changes nothing.
     fn record(&self, outcome: Outcome) -> Result<Outcome, Error> {
-        let mut slot = self.lock();
-        match &*slot {
-            Slot::Pending(_) => {
-                let Slot::Pending(raw) = std::mem::replace(&mut *slot, Slot::Rejected) else {
-                    unreachable!("matched Pending just above, under the same lock")
-                };
-                // `record_raw` is lock-free and calls no Python: fine under our lock.
-                let counted = self.dep.record_raw(raw, outcome);
-                *slot = Slot::Recorded(counted);
-                Ok(counted)
-            }
-            Slot::Recorded(prev) => Err(Error::AlreadyRecorded {
-                dependency: self.dep.name().to_owned(),
-                outcome: prev.as_str(),
-            }),
-            Slot::Rejected => Err(Error::NotAdmitted {
+        let Some(permit) = &self.permit else {
+            return Err(Error::NotAdmitted {
                 dependency: self.dep.name().to_owned(),
                 reason: self.reason.map_or("not admitted", reason_str),
-            }),
-        }
+            });
+        };
+        permit
+            .record(outcome)
+            .map_err(|prev| Error::AlreadyRecorded {
+                dependency: self.dep.name().to_owned(),
+                outcome: prev.as_str(),
+            })
     }
 
     /// Records the outcome of a call that returned (`None`) or raised `exc`.
@@ -146,18 +119,6 @@ impl PyDecision {
             fallback: self.dep.fallback(),
             retry_after: self.retry_after,
         })
-    }
-}
-
-impl Drop for PyDecision {
-    fn drop(&mut self) {
-        // C13: a permit discarded without an outcome is cancelled.
-        let slot = self.slot.get_mut().unwrap_or_else(|e| e.into_inner());
-        // Not pending (recorded or rejected): nothing to do, and what the
-        // slot then says no longer matters (the decision is gone).
-        if let Slot::Pending(raw) = std::mem::replace(slot, Slot::Recorded(Outcome::Cancelled)) {
-            self.dep.record_raw(raw, Outcome::Cancelled);
-        }
     }
 }
 
@@ -199,10 +160,10 @@ impl PyDecision {
     /// The outcome recorded so far ("success", "failure", "cancelled"), or None.
     #[getter]
     fn outcome(&self) -> Option<&'static str> {
-        match *self.lock() {
-            Slot::Recorded(o) => Some(o.as_str()),
-            _ => None,
-        }
+        self.permit
+            .as_ref()
+            .and_then(HeldPermit::outcome)
+            .map(Outcome::as_str)
     }
 
     /// Records a success. A second outcome raises OutcomeAlreadyRecorded.
@@ -309,7 +270,7 @@ impl PyDecision {
     ) -> Result<bool, Error> {
         let _ = (exc_type, traceback);
         // An outcome recorded by hand inside the block stands.
-        if matches!(*self.lock(), Slot::Pending(_)) {
+        if self.permit.as_ref().is_some_and(|p| p.outcome().is_none()) {
             self.finish_with(py, exc)?;
         }
         Ok(false)

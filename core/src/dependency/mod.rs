@@ -17,11 +17,13 @@ use std::fmt;
 use std::time::Duration;
 
 mod admit;
+mod held;
 mod operate;
 pub(crate) mod permit;
 mod record;
 mod sweep;
 
+pub use self::held::HeldPermit;
 pub use self::permit::{Decision, Permit, RawPermit};
 pub use self::sweep::Stuck;
 pub(crate) use self::sweep::Sweeper;
