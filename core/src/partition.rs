@@ -1,4 +1,4 @@
-//! Partitions: one breaker's word, its owner's key words and the cold part
+//! Partitions: one breaker's word, its owner's key words and the side part
 //! made on the first non-healthy event. Tenant partitions live in a
 //! [`Table`](crate::table::Table)'s arena; a dependency's global and
 //! overflow partitions stand alone.
@@ -54,7 +54,7 @@ pub(crate) struct SidePart {
 impl Drop for SidePart {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no reader can hold a guard on this pointer
-        // any more (the cold part goes with its cell).
+        // any more (the side part goes with its cell).
         let guard = unsafe { epoch::unprotected() };
         let p = self
             .episodes
@@ -172,7 +172,7 @@ impl Owner {
 /// One breaker: a (dependency, partition) pair's state and counters.
 /// A tenant slot is 32 bytes, two to a cache line: the word, the owner's
 /// key words (which confirm a lookup on the line the word is on) and the
-/// pointer to the cold part. All zeros is a free slot: a closed word no
+/// pointer to the side part. All zeros is a free slot: a closed word no
 /// key can match.
 #[derive(Debug)]
 #[repr(C, align(32))]
@@ -185,7 +185,7 @@ pub struct Partition {
 
 impl Partition {
     /// A partition outside any table (a dependency's global or overflow
-    /// one), its cold part made at once: such partitions are shared by
+    /// one), its side part made at once: such partitions are shared by
     /// every caller, so nothing is gained by making it later.
     pub(crate) fn standalone(window: Option<Window>) -> Self {
         let cold = SidePart::new();
@@ -315,11 +315,11 @@ impl Partition {
         !w.phase().is_held() && self.key_is(key)
     }
 
-    /// Marks the partition used at the table's tick, if it has a cold part
+    /// Marks the partition used at the table's tick, if it has a side part
     /// (a write only when the tick changed). A partition without one is
     /// idle or was never refused, failed or tripped: eviction takes idle
     /// ones first, whenever they were used, and ranks the others by this
-    /// tick, which `tick` reads (the table's clock): only for a cold part,
+    /// tick, which `tick` reads (the table's clock): only for a side part,
     /// as most partitions have none and the read is a load.
     #[inline]
     pub(crate) fn touch(&self, tick: impl FnOnce() -> u64) {
@@ -342,7 +342,7 @@ impl Partition {
                 .unwrap_or(true)
     }
 
-    /// The tick of [`Partition::touch`]; 0 when it has no cold part.
+    /// The tick of [`Partition::touch`]; 0 when it has no side part.
     pub(crate) fn last_used(&self) -> u64 {
         // Relaxed: an eviction hint.
         self.cell
@@ -413,7 +413,7 @@ impl Partition {
 }
 
 /// Bytes of one tenant slot in the arena, which has two a tenant (its map
-/// entry and index cells come on top; the cold part only once something
+/// entry and index cells come on top; the side part only once something
 /// non-healthy happens). 32 bytes on 64-bit targets; `core/tests/memory.rs`
 /// measures the whole (about 138 bytes a tenant with a 12-byte id).
 pub const PARTITION_BYTES: usize = std::mem::size_of::<Partition>();

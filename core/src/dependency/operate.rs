@@ -234,7 +234,7 @@ impl Dependency {
                         partitions.push(m);
                     }
                 }
-                // Listed once something happened to it (its cold part is
+                // Listed once something happened to it (its side part is
                 // made with it, counters and all).
                 if !inner.shared_stats.is_clear() || o.cell.load() != Word::FRESH {
                     partitions.push(read(0, o, OVERFLOW.to_string()));

@@ -1,5 +1,6 @@
-//! Recording an outcome (C5, C6, C13): the quiet success, the window's
-//! and the counted failure's fast paths, and the general path.
+//! Recording an outcome (C5, C6, C13): the fast paths (a success that
+//! changes nothing, the window's count, a counted failure) and the general
+//! path.
 
 use crate::clock::Instant;
 use crate::dependency::*;
@@ -92,7 +93,7 @@ impl Dependency {
         )
     }
 
-    /// Everything but the quiet success, kept out of line so the fast path
+    /// Everything but the success that changes nothing, kept out of line so the fast path
     /// before it stays a few instructions in the caller (the C ABI's
     /// `bb_record` included).
     /// (The permit in scalars: passed in registers, so the caller need not
@@ -252,7 +253,7 @@ impl Dependency {
     }
 
     /// Ranks a tenant partition that just counted a failure for LRU
-    /// eviction: its cold part, where the tick lives, exists by now.
+    /// eviction: its side part, where the tick lives, exists by now.
     pub(crate) fn touch_failed(&self, slot: u32, part: &Partition) {
         if let (Some(t), true) = (&self.inner.table, slot != 0) {
             part.touch(|| t.tick());

@@ -32,7 +32,7 @@ pub(super) struct Arena {
 
 // SAFETY: the arena owns its partitions as a `Box<[Partition]>` would:
 // they are reached only through shared references until Drop;
-// `Partition` is `Send` and `Sync` (atomics and an owned cold part).
+// `Partition` is `Send` and `Sync` (atomics and an owned side part).
 unsafe impl Send for Arena {}
 // SAFETY: see `Send`.
 unsafe impl Sync for Arena {}
@@ -154,7 +154,7 @@ impl Drop for Arena {
         };
         // SAFETY: every slot is initialised (see `get`) and, with `&mut
         // self`, no longer reachable by anyone else; each is dropped once
-        // (which frees its cold part, if any), then the allocation freed
+        // (which frees its side part, if any), then the allocation freed
         // with the layout it was made with.
         unsafe {
             std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(

@@ -5,7 +5,7 @@
 //! table, so a `&Partition` stays valid for the table's lifetime and a
 //! permit can name its partition by slot index (no reference count per
 //! call). A slot holds the word, the owner's id (up to 15 bytes) or a
-//! keyed 120-bit fingerprint of it (longer ids), and a pointer to a cold
+//! keyed 120-bit fingerprint of it (longer ids), and a pointer to a side
 //! part made on the first non-healthy event (open-until, counters, LRU
 //! tick, window). Each tenant has two home lines, computed from its hash;
 //! it takes a free slot in the first, else in the second, else anywhere.
@@ -44,7 +44,7 @@
 //! Memory: a tenant takes two 32-byte slots in the arena; its shard entry
 //! is 32 bytes (the id packed in two words up to 15 bytes, shared beyond,
 //! with the id's hash so rebuilding a shard never rehashes); the index adds
-//! 2 bytes per `max_tenants`; the cold part is allocated only once
+//! 2 bytes per `max_tenants`; the side part is allocated only once
 //! something non-healthy happens to a partition. Shards are rebuilt
 //! compactly on every change, so their size follows the live count.
 //! Each slot's tenure (`Table::tenure`) adds 8 bytes a slot.
@@ -271,11 +271,11 @@ impl Table {
     }
 
     /// Whether lookups of `key` may try the homes and the index before the
-    /// shards. Always, but under loom for long ids, as before the index
-    /// existed: the eviction models use them to check the shard path
-    /// alone (with the index, their executions grow several times over);
-    /// the fast paths' protocol, the same whatever
-    /// form the key words take, has models of its own with short ids.
+    /// shards. Always, but under loom for long ids: the eviction models
+    /// use them to check the shard path alone (with the homes and the
+    /// index too, their executions grow several times over); the fast
+    /// paths' protocol, the same whatever form the key words take, has
+    /// models of its own with short ids.
     #[inline(always)]
     fn homes_first(key: Key) -> bool {
         cfg!(not(loom)) || !is_fingerprint(key)

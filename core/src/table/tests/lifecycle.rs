@@ -39,7 +39,7 @@ fn c9_every_slot_a_tenant_takes_has_its_window_and_no_other_does() {
         .filter(|s| !slots.contains(s))
         .filter(|&s| t.get(s).expect("in the arena").cell.side_if_any().is_none())
         .count();
-    assert_eq!(untaken, n as usize, "a free slot has no cold part");
+    assert_eq!(untaken, n as usize, "a free slot has no side part");
     assert!(t.get(2 * n + 1).is_none(), "past the arena");
     assert!(t.get(0).is_none(), "the overflow is not the table's");
 }
