@@ -245,7 +245,7 @@ impl Dependency {
     ) -> Result<T, CallError<E>> {
         // A panic in `f` drops the permit, which records `Cancelled` (C13).
         match self.admit(tenant, deadline) {
-            Ok(Decision::Admitted(p)) => finish(p, f()).1,
+            Ok(Decision::Admitted(p)) => finish(p, f()),
             Ok(Decision::Rejected(r)) => self.refused(tenant, &r),
             Err(e) => Err(e.into()),
         }
@@ -298,11 +298,12 @@ impl Dependency {
     ) -> Result<T, CallError<E>> {
         match self.admit(tenant, deadline).map_err(CallError::from)? {
             Decision::Admitted(p) => {
-                let (counted, out) = finish(p, f());
+                let out = f();
+                let counted = p.finish(&out, Outcome::of_error);
                 if let Ok(v) = &out {
                     self.keep_stale(tenant, options.cache_key, counted, || v.clone());
                 }
-                out
+                out.map_err(CallError::Inner)
             }
             Decision::Rejected(r) if !r.reason.serves_fallback() => Err(CallError::DeadlineExpired),
             Decision::Rejected(r) => self
@@ -320,7 +321,7 @@ impl Dependency {
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
         match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => finish(p, fut.await).1,
+            Decision::Admitted(p) => finish(p, fut.await),
             Decision::Rejected(r) => self.reject_to_error(tenant, &r),
         }
     }
@@ -335,7 +336,7 @@ fn unreachable_value<T>() -> T {
 /// The call's result as [`Dependency::call`] returns it, its outcome
 /// recorded by `p` under the core's error rule ([`Outcome::of_error`]).
 #[inline(always)]
-fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> (Outcome, Result<T, CallError<E>>) {
-    let counted = p.finish(&out, Outcome::of_error);
-    (counted, out.map_err(CallError::Inner))
+fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
+    let _ = p.finish(&out, Outcome::of_error);
+    out.map_err(CallError::Inner)
 }

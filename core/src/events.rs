@@ -3,7 +3,7 @@
 //! the queue is full the event is dropped and counted.
 
 use crate::clock::Instant;
-use crate::metrics::State;
+use crate::outcome::State;
 use crate::sync::{AtomicBool, AtomicU64, Ordering, StdArc};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Mutex as StdMutex, OnceLock};

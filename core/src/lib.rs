@@ -91,9 +91,9 @@ pub use dependency::{Decision, Dependency, HeldPermit, Permit, RawPermit, Stuck}
 pub use events::{Event, EventKind, EVENT_QUEUE};
 pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CAPACITY};
 pub use metrics::{
-    DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, State, METRICS,
+    DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, METRICS,
 };
-pub use outcome::{AdmitError, Outcome, RejectReason, Rejection, MAX_TENANT_LEN};
+pub use outcome::{AdmitError, Outcome, RejectReason, Rejection, State, MAX_TENANT_LEN};
 /// The lazily installed part's auto-trait bounds, checked from outside
 /// by its doc tests (see `sync.rs`); not API.
 #[doc(hidden)]

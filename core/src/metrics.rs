@@ -6,6 +6,7 @@
 //! shared memory at all. Healthy admissions are not counted.
 
 use crate::clock::Instant;
+use crate::outcome::State;
 use crate::state::word::Phase;
 use crate::sync::{thread_index, AtomicU64, CachePadded, Mutex, Ordering};
 use prometheus_client::encoding::text::encode;
@@ -261,48 +262,6 @@ impl Stats {
             .stuck_announced
             .swap(start.as_nanos(), Ordering::Relaxed);
         prev != start.as_nanos()
-    }
-}
-
-/// Breaker state as callers see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum State {
-    /// Calls flow.
-    Closed,
-    /// Tripped; calls get the fallback.
-    Open,
-    /// Probing with a bounded budget.
-    HalfOpen,
-    /// Isolated by an operator until reset.
-    ForcedOpen,
-}
-
-impl State {
-    /// `"closed"`, `"open"`, `"half_open"` or `"forced_open"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Closed => "closed",
-            State::Open => "open",
-            State::HalfOpen => "half_open",
-            State::ForcedOpen => "forced_open",
-        }
-    }
-
-    /// Every state, in order.
-    pub const ALL: [State; 4] = [
-        State::Closed,
-        State::Open,
-        State::HalfOpen,
-        State::ForcedOpen,
-    ];
-
-    pub(crate) fn from_phase(p: Phase) -> State {
-        match p {
-            Phase::Closed | Phase::Vacant | Phase::Pending => State::Closed,
-            Phase::Open => State::Open,
-            Phase::HalfOpen | Phase::Reclaiming | Phase::Checking => State::HalfOpen,
-            Phase::ForcedOpen => State::ForcedOpen,
-        }
     }
 }
 

@@ -1,7 +1,9 @@
-//! What an admission and a call can come to: rejections and their
-//! reasons, a call's outcome, and the errors a tenant id can meet.
+//! What an admission and a call can come to: a breaker's state as callers
+//! see it, rejections and their reasons, a call's outcome, and the errors
+//! a tenant id can meet.
 
 use crate::fallback::Fallback;
+use crate::state::word::Phase;
 use std::fmt;
 use std::time::Duration;
 
@@ -120,5 +122,47 @@ impl Outcome {
     #[inline(always)]
     pub fn of_error<E: ?Sized>(_: &E) -> Outcome {
         Outcome::Failure
+    }
+}
+
+/// Breaker state as callers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Calls flow.
+    Closed,
+    /// Tripped; calls get the fallback.
+    Open,
+    /// Probing with a bounded budget.
+    HalfOpen,
+    /// Isolated by an operator until reset.
+    ForcedOpen,
+}
+
+impl State {
+    /// `"closed"`, `"open"`, `"half_open"` or `"forced_open"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::Open => "open",
+            State::HalfOpen => "half_open",
+            State::ForcedOpen => "forced_open",
+        }
+    }
+
+    /// Every state, in order.
+    pub const ALL: [State; 4] = [
+        State::Closed,
+        State::Open,
+        State::HalfOpen,
+        State::ForcedOpen,
+    ];
+
+    pub(crate) fn from_phase(p: Phase) -> State {
+        match p {
+            Phase::Closed | Phase::Vacant | Phase::Pending => State::Closed,
+            Phase::Open => State::Open,
+            Phase::HalfOpen | Phase::Reclaiming | Phase::Checking => State::HalfOpen,
+            Phase::ForcedOpen => State::ForcedOpen,
+        }
     }
 }

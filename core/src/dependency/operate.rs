@@ -3,7 +3,8 @@
 use crate::clock::Instant;
 use crate::dependency::*;
 use crate::events::{Event, EventKind};
-use crate::metrics::{DependencyMetrics, PartitionMetrics, State};
+use crate::metrics::{DependencyMetrics, PartitionMetrics};
+use crate::outcome::State;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
 use crate::state::machine::{self, Transition};
 use crate::state::word::{Phase, Word};

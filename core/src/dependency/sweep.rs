@@ -4,7 +4,7 @@
 use crate::clock::Advanced;
 use crate::dependency::*;
 use crate::events::{Event, EventKind};
-use crate::metrics::State;
+use crate::outcome::State;
 use crate::partition::Partition;
 use crate::state::machine::Transition;
 use crate::state::word::Phase;
