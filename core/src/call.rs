@@ -337,6 +337,16 @@ fn unreachable_value<T>() -> T {
 /// recorded by `p` under the core's error rule ([`Outcome::of_error`]).
 #[inline(always)]
 fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
-    let _ = p.finish(&out, Outcome::of_error);
-    out.map_err(CallError::Inner)
+    // `Permit::finish` spelled out: the result moves straight through,
+    // without being borrowed across the record.
+    match out {
+        Ok(v) => {
+            p.record(Outcome::Success);
+            Ok(v)
+        }
+        Err(e) => {
+            p.record(Outcome::of_error(&e));
+            Err(CallError::Inner(e))
+        }
+    }
 }
