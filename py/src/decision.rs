@@ -24,7 +24,9 @@ use std::time::Duration;
 #[pyclass(frozen, weakref, module = "breakerbank", name = "Decision")]
 #[derive(Debug)]
 pub struct PyDecision {
-    dep: Dependency,
+    /// The permit of an admitted call (which holds the dependency), or
+    /// the dependency of a refused one.
+    call: Call,
     /// The bank `dep` belongs to, for the collector (see `held`).
     bank: Py<PyBank>,
     tenant: Option<String>,
@@ -32,15 +34,36 @@ pub struct PyDecision {
     probe: bool,
     reason: Option<RejectReason>,
     retry_after: Option<Duration>,
-    /// The permit of an admitted call; none for a rejected one.
-    permit: Option<HeldPermit>,
 }
 
 pub fn reason_str(r: RejectReason) -> &'static str {
     r.as_str()
 }
 
+/// What a decision holds: one handle of its dependency either way (an
+/// admitted call's inside its permit), so a decision costs one reference
+/// count.
+#[derive(Debug)]
+enum Call {
+    Admitted(HeldPermit),
+    Refused(Dependency),
+}
+
 impl PyDecision {
+    fn dep(&self) -> &Dependency {
+        match &self.call {
+            Call::Admitted(p) => p.dependency(),
+            Call::Refused(d) => d,
+        }
+    }
+
+    fn permit(&self) -> Option<&HeldPermit> {
+        match &self.call {
+            Call::Admitted(p) => Some(p),
+            Call::Refused(_) => None,
+        }
+    }
+
     /// Runs one admission through the core.
     pub fn admit(
         py: Python<'_>,
@@ -52,22 +75,26 @@ impl PyDecision {
         let decision = dep
             .admit(tenant, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
-        let (probe, reason, retry_after, permit) = match decision {
+        let (probe, reason, retry_after, call) = match decision {
             breakerbank::Decision::Admitted(permit) => {
                 let held = HeldPermit::new(permit);
-                (held.is_probe(), None, None, Some(held))
+                (held.is_probe(), None, None, Call::Admitted(held))
             }
-            breakerbank::Decision::Rejected(r) => (false, Some(r.reason), r.retry_after, None),
+            breakerbank::Decision::Rejected(r) => (
+                false,
+                Some(r.reason),
+                r.retry_after,
+                Call::Refused(dep.clone()),
+            ),
         };
         Ok(Self {
-            dep: dep.clone(),
             bank: bank.clone_ref(py),
             tenant: tenant.map(str::to_owned),
             deadline,
             probe,
             reason,
             retry_after,
-            permit,
+            call,
         })
     }
 
@@ -75,16 +102,16 @@ impl PyDecision {
     /// (a success at least `slow_call` long is a failure); a second time
     /// raises and changes nothing.
     fn record(&self, outcome: Outcome) -> Result<Outcome, Error> {
-        let Some(permit) = &self.permit else {
+        let Call::Admitted(permit) = &self.call else {
             return Err(Error::NotAdmitted {
-                dependency: self.dep.name().to_owned(),
+                dependency: self.dep().name().to_owned(),
                 reason: self.reason.map_or("not admitted", reason_str),
             });
         };
         permit
             .record(outcome)
             .map_err(|prev| Error::AlreadyRecorded {
-                dependency: self.dep.name().to_owned(),
+                dependency: self.dep().name().to_owned(),
                 outcome: prev.as_str(),
             })
     }
@@ -102,13 +129,13 @@ impl PyDecision {
             Some(e) if !e.is_instance_of::<PyBaseException>() => {
                 return Err(Error::Type(format!(
                     "an outcome for `{}` needs an exception instance or None, got {}",
-                    self.dep.name(),
+                    self.dep().name(),
                     e.get_type()
                         .name()
                         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
                 )));
             }
-            Some(e) => outcome::of_exception(py, &self.dep, e, self.deadline),
+            Some(e) => outcome::of_exception(py, self.dep(), e, self.deadline),
         };
         self.record(outcome)
     }
@@ -116,7 +143,7 @@ impl PyDecision {
     fn rejection(&self) -> Option<Rejection<'_>> {
         self.reason.map(|reason| Rejection {
             reason,
-            fallback: self.dep.fallback(),
+            fallback: self.dep().fallback(),
             retry_after: self.retry_after,
         })
     }
@@ -160,8 +187,7 @@ impl PyDecision {
     /// The outcome recorded so far ("success", "failure", "cancelled"), or None.
     #[getter]
     fn outcome(&self) -> Option<&'static str> {
-        self.permit
-            .as_ref()
+        self.permit()
             .and_then(HeldPermit::outcome)
             .map(Outcome::as_str)
     }
@@ -206,7 +232,7 @@ impl PyDecision {
         cache_key: Option<&str>,
     ) -> Result<&'static str, Error> {
         let counted = self.finish_with(py, None)?;
-        self.dep
+        self.dep()
             .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
                 self.bank.get().values().put(value)
             });
@@ -228,14 +254,14 @@ impl PyDecision {
         let Some(rejection) = self.rejection() else {
             return Err(Error::Value(format!(
                 "this decision for `{}` was admitted: there is no fallback to serve",
-                self.dep.name()
+                self.dep().name()
             ))
             .into());
         };
         let empty = PyTuple::empty(py);
         serve(
             py,
-            &self.dep,
+            self.dep(),
             self.tenant.as_deref(),
             &rejection,
             fallback,
@@ -253,9 +279,9 @@ impl PyDecision {
         let tenant = this.tenant.as_deref();
         Err(if r.reason.serves_fallback() {
             // Raised, not served: `unavailable` counts no fallback (C14).
-            Error::Unavailable(this.dep.unavailable(tenant, &r))
+            Error::Unavailable(this.dep().unavailable(tenant, &r))
         } else {
-            deadline_expired(&this.dep, tenant)
+            deadline_expired(this.dep(), tenant)
         }
         .into())
     }
@@ -270,7 +296,7 @@ impl PyDecision {
     ) -> Result<bool, Error> {
         let _ = (exc_type, traceback);
         // An outcome recorded by hand inside the block stands.
-        if self.permit.as_ref().is_some_and(|p| p.outcome().is_none()) {
+        if self.permit().is_some_and(|p| p.outcome().is_none()) {
             self.finish_with(py, exc)?;
         }
         Ok(false)
@@ -284,12 +310,12 @@ impl PyDecision {
         match self.reason {
             None => format!(
                 "Decision(dependency={:?}, admitted=True, probe={})",
-                self.dep.name(),
+                self.dep().name(),
                 if self.probe { "True" } else { "False" }
             ),
             Some(r) => format!(
                 "Decision(dependency={:?}, admitted=False, reason={:?}, retry_after={})",
-                self.dep.name(),
+                self.dep().name(),
                 reason_str(r),
                 self.retry_after
                     .map_or("None".to_owned(), |d| format!("{}", d.as_secs_f64()))
