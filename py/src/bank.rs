@@ -4,7 +4,7 @@
 use crate::clock::PyManualClock;
 use crate::dependency::PyDependency;
 use crate::errors::{secs, Error};
-use crate::held::{Listeners, Values};
+use crate::held::{BankHandle, Listeners, Values};
 use crate::time::instant_secs;
 use breakerbank::{Bank, Event, MetricValue, PartitionMetrics, Profile, METRICS};
 use pyo3::prelude::*;
@@ -39,9 +39,9 @@ impl std::fmt::Debug for PyBank {
 }
 
 impl PyBank {
-    /// Where values for the core's stale caches are kept.
-    pub(crate) fn values(&self) -> &Arc<Values> {
-        &self.values
+    /// What a dependency and its decisions keep of this bank.
+    fn handle(&self, slf: &Bound<'_, Self>) -> BankHandle {
+        BankHandle::new(slf.clone().into_any().unbind(), self.values.clone())
     }
 }
 
@@ -147,7 +147,7 @@ impl PyBank {
         let this = slf.get();
         this.bank
             .dependency(name)
-            .map(|dep| PyDependency::new(dep, slf.clone().unbind()))
+            .map(|dep| PyDependency::new(dep, this.handle(slf)))
             .ok_or_else(|| Error::UnknownDependency {
                 name: name.to_owned(),
                 known: this

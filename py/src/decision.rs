@@ -4,9 +4,9 @@
 //! one outcome and, dropped without one, records `cancelled` (C13), so no
 //! probe slot can leak.
 
-use crate::bank::PyBank;
 use crate::errors::{secs, Error};
 use crate::fallback::{deadline_expired, serve, PyFallback};
+use crate::held::BankHandle;
 use crate::outcome;
 use breakerbank::{Dependency, HeldPermit, Instant, Outcome, RejectReason, Rejection};
 use pyo3::exceptions::PyBaseException;
@@ -28,7 +28,7 @@ pub struct PyDecision {
     /// the dependency of a refused one.
     call: Call,
     /// The bank `dep` belongs to, for the collector (see `held`).
-    bank: Py<PyBank>,
+    bank: BankHandle,
     tenant: Option<String>,
     deadline: Option<Instant>,
     probe: bool,
@@ -68,7 +68,7 @@ impl PyDecision {
     pub fn admit(
         py: Python<'_>,
         dep: &Dependency,
-        bank: &Py<PyBank>,
+        bank: &BankHandle,
         tenant: Option<&str>,
         deadline: Option<Instant>,
     ) -> Result<Self, Error> {
@@ -234,7 +234,7 @@ impl PyDecision {
         let counted = self.finish_with(py, None)?;
         self.dep()
             .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
-                self.bank.get().values().put(value)
+                self.bank.values().put(value)
             });
         Ok(counted.as_str())
     }
@@ -303,7 +303,7 @@ impl PyDecision {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.bank)
+        self.bank.traverse(&visit)
     }
 
     fn __repr__(&self) -> String {

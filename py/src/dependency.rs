@@ -1,9 +1,9 @@
 //! `breakerbank.Dependency`: one dependency of a bank, resolved once.
 
-use crate::bank::PyBank;
 use crate::decision::PyDecision;
 use crate::errors::{secs, Error};
 use crate::fallback::{serve, PyFallback};
+use crate::held::BankHandle;
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
 use breakerbank::{Decision, Dependency, Instant, TripPolicy};
@@ -25,7 +25,7 @@ pub struct PyDependency {
     /// The bank this handle came from. `dep` keeps the core, and so the
     /// bank's listeners and stale values, alive; referring to the bank makes
     /// that visible to the collector (see `held`).
-    bank: Py<PyBank>,
+    bank: BankHandle,
 }
 
 /// The keyword options of `call` / `acall`, taken out of `**kwargs`.
@@ -164,7 +164,7 @@ static ACALL_WITH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 impl PyDependency {
     /// Wraps a resolved core dependency of `bank`.
-    pub fn new(dep: Dependency, bank: Py<PyBank>) -> Self {
+    pub fn new(dep: Dependency, bank: BankHandle) -> Self {
         Self { dep, bank }
     }
 
@@ -208,7 +208,7 @@ impl PyDependency {
                 });
                 if let Ok(value) = &result {
                     self.dep.keep_stale(tenant, cache_key, counted, || {
-                        self.bank.get().values().put(value.clone().unbind())
+                        self.bank.values().put(value.clone().unbind())
                     });
                 }
                 result
@@ -418,7 +418,7 @@ impl PyDependency {
     /// `key`), served by a `stale` fallback no older than `max_staleness`.
     #[pyo3(signature = (key, value, *, tenant=None))]
     fn cache_put(&self, key: &str, value: Py<PyAny>, tenant: Option<&str>) {
-        let cached = self.bank.get().values().put(value);
+        let cached = self.bank.values().put(value);
         self.dep.cache_put(tenant, key, cached);
     }
 
@@ -454,7 +454,7 @@ impl PyDependency {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.bank)
+        self.bank.traverse(&visit)
     }
 
     fn __repr__(&self) -> String {

@@ -158,3 +158,37 @@ impl Drop for Ticket {
         }
     }
 }
+
+/// What a `Dependency` or `Decision` keeps of its bank: the `Bank` object
+/// itself, reported to the collector (see above), and the store its stale
+/// values go to.
+#[derive(Debug)]
+pub struct BankHandle {
+    bank: Py<PyAny>,
+    values: Arc<Values>,
+}
+
+impl BankHandle {
+    /// A handle on `bank`, whose stale values go to `values`.
+    pub fn new(bank: Py<PyAny>, values: Arc<Values>) -> Self {
+        Self { bank, values }
+    }
+
+    /// Where the bank's stale values are kept.
+    pub fn values(&self) -> &Arc<Values> {
+        &self.values
+    }
+
+    /// Another handle on the same bank.
+    pub fn clone_ref(&self, py: Python<'_>) -> Self {
+        Self {
+            bank: self.bank.clone_ref(py),
+            values: self.values.clone(),
+        }
+    }
+
+    /// Reports the bank to the collector.
+    pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.bank)
+    }
+}

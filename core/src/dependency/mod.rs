@@ -75,8 +75,9 @@ pub(crate) struct DepInner {
     pub(crate) sweep_due: AtomicU64,
 }
 
-/// One dependency of a bank: resolve once with [`Bank::dependency`], clone
-/// freely (an `Arc`), call on the hot path.
+/// One dependency of a bank: resolve once with
+/// [`Bank::dependency`](crate::Bank::dependency), clone freely (an `Arc`),
+/// call on the hot path.
 #[derive(Clone)]
 pub struct Dependency {
     pub(crate) inner: StdArc<DepInner>,
