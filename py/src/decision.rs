@@ -6,9 +6,11 @@
 
 use crate::errors::{secs, Error};
 use crate::fallback::{deadline_expired, serve, PyFallback};
-use crate::held::BankHandle;
+use crate::held::{BankHandle, DecisionBank};
 use crate::outcome;
-use breakerbank::{Dependency, HeldPermit, Instant, Outcome, RejectReason, Rejection};
+use breakerbank::{
+    Dependency, FallbackKind, HeldPermit, Instant, Outcome, RejectReason, Rejection,
+};
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -28,7 +30,7 @@ pub struct PyDecision {
     /// the dependency of a refused one.
     call: Call,
     /// The bank `dep` belongs to, for the collector (see `held`).
-    bank: BankHandle,
+    bank: DecisionBank,
     tenant: Option<String>,
     deadline: Option<Instant>,
     probe: bool,
@@ -88,7 +90,7 @@ impl PyDecision {
             ),
         };
         Ok(Self {
-            bank: bank.clone_ref(py),
+            bank: bank.for_decision(py, dep.fallback().kind() == FallbackKind::Stale),
             tenant: tenant.map(str::to_owned),
             deadline,
             probe,
@@ -232,10 +234,13 @@ impl PyDecision {
         cache_key: Option<&str>,
     ) -> Result<&'static str, Error> {
         let counted = self.finish_with(py, None)?;
-        self.dep()
-            .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
-                self.bank.values().put(value)
-            });
+        // Only a stale dependency's decision has a store: no other keeps.
+        if let Some(values) = self.bank.values() {
+            self.dep()
+                .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
+                    values.put(value)
+                });
+        }
         Ok(counted.as_str())
     }
 

@@ -179,12 +179,33 @@ impl BankHandle {
         &self.values
     }
 
-    /// Another handle on the same bank.
-    pub fn clone_ref(&self, py: Python<'_>) -> Self {
-        Self {
+    /// A handle for one decision: the store only where the decision can
+    /// keep a value (`stale`: its dependency has a stale fallback), so
+    /// other decisions cost no atomic reference count.
+    pub fn for_decision(&self, py: Python<'_>, stale: bool) -> DecisionBank {
+        DecisionBank {
             bank: self.bank.clone_ref(py),
-            values: self.values.clone(),
+            values: stale.then(|| self.values.clone()),
         }
+    }
+
+    /// Reports the bank to the collector.
+    pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.bank)
+    }
+}
+
+/// What a `Decision` keeps of its bank (see [`BankHandle::for_decision`]).
+#[derive(Debug)]
+pub struct DecisionBank {
+    bank: Py<PyAny>,
+    values: Option<Arc<Values>>,
+}
+
+impl DecisionBank {
+    /// The stale-value store, where the decision's dependency has one.
+    pub fn values(&self) -> Option<&Arc<Values>> {
+        self.values.as_ref()
     }
 
     /// Reports the bank to the collector.
