@@ -166,3 +166,20 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c14_outcomes_and_states_are_named_as_api_md_names_them() {
+        let outcomes =
+            [Outcome::Success, Outcome::Failure, Outcome::Cancelled].map(Outcome::as_str);
+        assert_eq!(outcomes, ["success", "failure", "cancelled"]);
+        assert_eq!(
+            State::ALL.map(State::as_str),
+            ["closed", "open", "half_open", "forced_open"]
+        );
+        assert_eq!(Outcome::of_error(&"any error"), Outcome::Failure);
+    }
+}

@@ -762,6 +762,8 @@ fn c13_a_held_permit_counts_one_outcome_whatever_the_threads() {
     let (_b, _c, dep) = bank(2, 1, 1, "");
     for _ in 0..50 {
         let held = HeldPermit::new(admitted(dep.admit(None, None).unwrap()));
+        assert!(!held.is_probe(), "a closed admission is no probe");
+        assert!(format!("{held:?}").contains("outcome: None"), "{held:?}");
         let wins: Vec<_> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
                 .map(|_| s.spawn(|| held.record(Outcome::Failure)))
@@ -773,6 +775,10 @@ fn c13_a_held_permit_counts_one_outcome_whatever_the_threads() {
             .iter()
             .all(|r| *r == Ok(Outcome::Failure) || *r == Err(Outcome::Failure)));
         assert_eq!(held.outcome(), Some(Outcome::Failure));
+        assert!(
+            format!("{held:?}").contains("outcome: Some(Failure)"),
+            "{held:?}"
+        );
         drop(held);
         // One failure counted, then a success resets the count.
         assert_eq!(dep.state(None).unwrap(), State::Closed);
