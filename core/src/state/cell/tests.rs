@@ -194,21 +194,10 @@ fn closed_after(n: u64) -> Word {
     w
 }
 
-fn one_failure_trips() -> Policy {
-    Policy {
-        consecutive_failures: Some(1),
-        probe_budget: 1,
-        success_threshold: 1,
-        open_duration: Duration::from_secs(30),
-        backoff: None,
-        probe_timeout: Duration::from_secs(300),
-    }
-}
-
 #[test]
 fn c12_a_slot_past_2_pow_24_generations_still_ends_its_open_period() {
     let clock = ManualClock::new();
-    let policy = one_failure_trips();
+    let policy = trip_on_first_failure();
     let w = closed_after((1 << 24) + 3);
     let c: Cell = Cell::new(w);
     c.record(
@@ -234,7 +223,7 @@ fn c13_a_permit_2_pow_25_generations_old_is_late() {
     let old = Word::FRESH.generation();
     let c: Cell = Cell::new(closed_after(1 << 25));
     let r = c.record(
-        &one_failure_trips(),
+        &trip_on_first_failure(),
         &clock,
         old,
         false,
