@@ -33,7 +33,6 @@ pub struct PyDecision {
     bank: DecisionBank,
     tenant: Option<String>,
     deadline: Option<Instant>,
-    probe: bool,
     reason: Option<RejectReason>,
     retry_after: Option<Duration>,
 }
@@ -77,23 +76,18 @@ impl PyDecision {
         let decision = dep
             .admit(tenant, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
-        let (probe, reason, retry_after, call) = match decision {
+        let (reason, retry_after, call) = match decision {
             breakerbank::Decision::Admitted(permit) => {
-                let held = HeldPermit::new(permit);
-                (held.is_probe(), None, None, Call::Admitted(held))
+                (None, None, Call::Admitted(HeldPermit::new(permit)))
             }
-            breakerbank::Decision::Rejected(r) => (
-                false,
-                Some(r.reason),
-                r.retry_after,
-                Call::Refused(dep.clone()),
-            ),
+            breakerbank::Decision::Rejected(r) => {
+                (Some(r.reason), r.retry_after, Call::Refused(dep.clone()))
+            }
         };
         Ok(Self {
             bank: bank.for_decision(py, dep.fallback().kind() == FallbackKind::Stale),
             tenant: tenant.map(str::to_owned),
             deadline,
-            probe,
             reason,
             retry_after,
             call,
@@ -162,7 +156,7 @@ impl PyDecision {
     /// True when the call is a half-open probe (C7).
     #[getter]
     fn probe(&self) -> bool {
-        self.probe
+        self.permit().is_some_and(HeldPermit::is_probe)
     }
 
     /// None when admitted; else "open", "probe_budget", "forced_open" or
@@ -316,7 +310,7 @@ impl PyDecision {
             None => format!(
                 "Decision(dependency={:?}, admitted=True, probe={})",
                 self.dep().name(),
-                if self.probe { "True" } else { "False" }
+                if self.probe() { "True" } else { "False" }
             ),
             Some(r) => format!(
                 "Decision(dependency={:?}, admitted=False, reason={:?}, retry_after={})",
