@@ -297,22 +297,31 @@ impl Partition {
     /// Whether the slot belongs to `owner` in word `w`: always for
     /// [`NO_OWNER`]; for a tenant, without a load while `w` is of the
     /// generation it was seen theirs in (a slot changes hands only through
-    /// vacant words, which move the generation on), else by its key words.
+    /// vacant words, which move the generation on), else by
+    /// [`Partition::keyed`].
     #[inline]
     pub(crate) fn owned_by(&self, w: Word, owner: Owner) -> bool {
-        // Acquire (in `key_is`): the key is written before the word that
-        // hands the slot over; having seen that word we see its key.
         owner.is_none()
-            || !w.phase().is_held()
-                && (w.generation() == owner.generation || self.key_is(owner.key))
+            || (w.generation() == owner.generation && !w.phase().is_held())
+            || self.keyed(w, owner.key)
     }
 
     /// Whether the slot is `key`'s in word `w`, by its key words: an
-    /// occupied word, and the key read after it.
+    /// occupied word, the key read after it, then the word's generation
+    /// again. The key can be newer than `w`: between the two reads the
+    /// slot may have passed to another tenant and back, so the key is
+    /// ours while `w` was the other tenant's (a refusal decided on such a
+    /// word refused a tenant for another's open breaker). The slot
+    /// changes hands only through vacant words, which move the
+    /// generation on, so the same generation after the key means no
+    /// hand-over came between.
     #[inline]
     pub(crate) fn keyed(&self, w: Word, key: Key) -> bool {
-        // Acquire (in `key_is`): see `owned_by`.
-        !w.phase().is_held() && self.key_is(key)
+        // Acquire (in `key_is` and `load`): the key is written while the
+        // slot is held vacant, before the word that hands it over; a key
+        // read from a later tenure synchronises with the vacant CAS, so
+        // the load after it sees that generation or a later one.
+        !w.phase().is_held() && self.key_is(key) && self.cell.load().generation() == w.generation()
     }
 
     /// Marks the partition used at the table's tick, if it has a side part

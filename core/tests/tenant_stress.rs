@@ -103,3 +103,104 @@ fn churn(id: impl Fn(usize, usize) -> String + Sync) {
         in_table.load(Relaxed)
     );
 }
+
+/// An open tenant reset and evicted over and over while tenants that never
+/// fail churn through the same slots (C5, C9): no one but the failing
+/// tenant may ever be refused for an open breaker.
+///
+/// `max_tenants: 2`: the failing tenant trips on its first failure and an
+/// operator thread resets it at once, so its slot keeps passing from an
+/// open tenant to an idle one, to a newcomer, and back. A reader that
+/// takes a word of one tenure for its own tenant's (the word read, then
+/// the slot handed over and back before the key is checked) refuses a
+/// healthy tenant with the failing one's `open`. The failing tenant's calls
+/// served by the shared overflow partition record cancelled, so the
+/// overflow never trips and nothing excuses a healthy tenant's refusal.
+#[test]
+fn c5_c9_stress_a_tenant_that_never_fails_is_never_refused_for_another_tenants_open() {
+    let profile = Profile::from_yaml(
+        "dependencies:
+  payments_client:
+    isolation: tenant
+    max_tenants: 2
+    trip: {consecutive_failures: 1}
+    open_duration: 1h
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: UNAVAILABLE}
+    recovery_bound: 2h
+",
+    )
+    .expect("valid profile");
+    let bank = Bank::with_clock(profile, ManualClock::new());
+    let dep = bank.dependency("payments_client").expect("declared");
+    const BAD: &str = "failing";
+    // The failing tenant's calls: in a slot (each one a trip), in the
+    // overflow, refused.
+    let (trips, overflow, refused) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let healthy = AtomicU64::new(0);
+    let start = Instant::now();
+    let done = || start.elapsed() > DEADLINE;
+    std::thread::scope(|s| {
+        // The failing tenant, tripped whenever it is closed.
+        s.spawn(|| {
+            while !done() {
+                let Decision::Admitted(p) = dep.admit(Some(BAD), None).expect("tenant") else {
+                    refused.fetch_add(1, Relaxed);
+                    continue;
+                };
+                let raw = p.into_raw();
+                let outcome = if raw.slot() == 0 {
+                    overflow.fetch_add(1, Relaxed);
+                    Outcome::Cancelled
+                } else {
+                    trips.fetch_add(1, Relaxed);
+                    Outcome::Failure
+                };
+                dep.record_raw(raw, outcome);
+            }
+        });
+        // The operator: isolates it (taking a slot for it if need be),
+        // then resets it, so its slot becomes evictable.
+        s.spawn(|| {
+            while !done() {
+                dep.force_open(Some(BAD));
+                dep.reset(Some(BAD));
+            }
+        });
+        for w in 0..WORKERS {
+            let (dep, healthy) = (&dep, &healthy);
+            s.spawn(move || {
+                // Shared by the workers: while one is held up between its
+                // reads, another brings its tenant back to the slot.
+                let ids: Vec<String> = (0..4).map(|k| format!("healthy-{k}")).collect();
+                for round in w.. {
+                    if round % 1024 == 0 && done() {
+                        break;
+                    }
+                    let id = &ids[round % ids.len()];
+                    match dep.admit(Some(id), None).expect("tenant") {
+                        Decision::Admitted(p) => p.record(Outcome::Success),
+                        Decision::Rejected(r) => panic!(
+                            "C5/C9 violated: {id} never failed but was refused ({:?})",
+                            r.reason
+                        ),
+                    }
+                    healthy.fetch_add(1, Relaxed);
+                }
+            });
+        }
+    });
+    let counts = || {
+        format!(
+            "failing tenant: {} trips, {} calls in the overflow, {} refused; \
+             {} healthy calls",
+            trips.load(Relaxed),
+            overflow.load(Relaxed),
+            refused.load(Relaxed),
+            healthy.load(Relaxed)
+        )
+    };
+    assert!(trips.load(Relaxed) > 1_000, "{}", counts());
+    assert!(healthy.load(Relaxed) > 100_000, "{}", counts());
+    eprintln!("{}", counts());
+}

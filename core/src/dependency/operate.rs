@@ -18,10 +18,20 @@ impl Dependency {
         let tenant = self.tenant(tenant)?;
         Ok(match (self.parts(), tenant) {
             (Parts::Global(p), _) => State::from_phase(self.phase_now(p)),
-            (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
-                Some(r) => State::from_phase(self.phase_now(r.part)),
-                None if t.starts_forced(name) => State::ForcedOpen,
-                None => State::Closed,
+            // Read on a word of the tenant's own: the slot can pass to
+            // another tenant between the lookup and the load (then the
+            // lookup is made again).
+            (Parts::Tenant(t, _), Some(name)) => loop {
+                match t.lookup(name) {
+                    Some(r) => {
+                        let w = r.part.cell.load();
+                        if r.part.owned_by(w, r.owner) {
+                            break State::from_phase(self.phase_of(r.part, w));
+                        }
+                    }
+                    None if t.starts_forced(name) => break State::ForcedOpen,
+                    None => break State::Closed,
+                }
             },
             (Parts::Tenant(..), None) => State::Closed,
         })
@@ -31,7 +41,11 @@ impl Dependency {
     /// whose period has ended reads half-open, before any admission makes
     /// the transition.
     pub(crate) fn phase_now(&self, part: &Partition) -> Phase {
-        let w = part.cell.load();
+        self.phase_of(part, part.cell.load())
+    }
+
+    /// [`Dependency::phase_now`] of the word `w` the caller read.
+    pub(crate) fn phase_of(&self, part: &Partition, w: Word) -> Phase {
         match (w.phase(), part.cell.open_until(w.generation())) {
             (Phase::Open, Some(until))
                 if machine::still_open(until, self.inner.clock.now()).is_none() =>

@@ -99,11 +99,7 @@ impl Table {
     pub(super) fn confirm_at(&self, i: usize, key: Key) -> Option<(Resolved<'_>, Word)> {
         let part = self.arena.get(i)?;
         let w = part.cell.load();
-        // The key is written only while the slot is held vacant, before
-        // the word that hands the slot over, and taking a slot moves the
-        // generation on: an occupied `w`, our key, then the same
-        // generation again means the key is `w`'s owner's.
-        (part.keyed(w, key) && part.cell.load().generation() == w.generation())
+        part.keyed(w, key)
             .then(|| (Resolved::seen(i as u32 + 1, part, key, w), w))
     }
 
@@ -133,19 +129,26 @@ impl Table {
                 .map(Entry::slot)?
         };
         let part = self.get(slot)?;
-        let mut w = part.cell.load();
-        if w.phase() == Phase::Pending && part.key_is(key) {
-            // Published, not yet completed by its inserter: complete it
-            // (the inserter's own completion then finds it done).
-            w = self.complete(part, w, key);
+        // A word that moved on between its two reads in `keyed` (a
+        // transition of the tenant's own, most often) is read again while
+        // the key stays ours; a few tries, then the insert path (which
+        // finds the entry published and looks up again).
+        for _ in 0..3 {
+            let mut w = part.cell.load();
+            if w.phase() == Phase::Pending && part.key_is(key) {
+                // Published, not yet completed by its inserter: complete
+                // it (the inserter's own completion then finds it done).
+                w = self.complete(part, w, key);
+            }
+            if part.keyed(w, key) {
+                self.remember(hash, key, slot);
+                return Some(Resolved::seen(slot, part, key, w));
+            }
+            if !part.key_is(key) {
+                return None;
+            }
         }
-        // A generation seen before the key was written is one the slot has
-        // left for good: reading the key synchronised with that change.
-        if !part.keyed(w, key) {
-            return None;
-        }
-        self.remember(hash, key, slot);
-        Some(Resolved::seen(slot, part, key, w))
+        None
     }
 
     /// Completes the insert of a published tenant whose slot holds

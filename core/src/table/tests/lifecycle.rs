@@ -77,6 +77,49 @@ fn c9_c11_a_slot_is_owned_by_its_tenant_through_its_transitions_and_no_longer() 
     );
 }
 
+/// A word read, then the slot changes hands and comes back to the tenant
+/// before its key is read: the key is the tenant's again, but the word was
+/// another tenure's. Taken for the tenant's, a refusal decided on it (no
+/// CAS checks a refusal) refused a tenant that never failed with another
+/// tenant's `open` (found by the soak, about once in 50 million calls).
+#[test]
+fn c5_c9_a_word_of_another_tenure_is_never_taken_for_the_tenant_whose_key_came_back() {
+    use crate::state::machine;
+    let t = Table::new(1, None);
+    let a = t.get_or_insert("a").expect("room");
+    let (slot, part) = (a.slot, a.part);
+    // The slot's hand-overs as eviction and insert make them: vacant,
+    // then the newcomer's pending word, then its first.
+    let hand_to = |name: &str| {
+        part.cell.hand_over(Phase::Vacant);
+        let key = t.key_words(name);
+        let (_, pending) = t.hand_to(slot, part, key);
+        t.complete(part, pending, key)
+    };
+    // b takes a's slot and is isolated: the word a reader of a's slot
+    // loads.
+    hand_to("b");
+    part.cell
+        .operate(machine::force_open, |_| true)
+        .expect("b isolated");
+    let b_open = part.cell.load();
+    assert_eq!(b_open.phase(), Phase::ForcedOpen);
+    // Then b is reset and evicted, and a comes back to the same slot.
+    part.cell.operate(machine::reset, |_| true).expect("reset");
+    let back = hand_to("a");
+    assert!(part.key_is(a.owner.key), "a's key again");
+    assert!(
+        !part.owned_by(b_open, a.owner),
+        "b's word is not a's, though a's key is back"
+    );
+    assert!(
+        !part.keyed(b_open, a.owner.key),
+        "and the lookups' check agrees"
+    );
+    assert!(part.owned_by(back, a.owner), "a's own word is");
+    assert!(part.keyed(back, a.owner.key));
+}
+
 #[test]
 fn c9_c13_counters_are_made_for_each_owner_and_never_given_back_to_an_earlier_one() {
     let part = Partition::standalone(None);
