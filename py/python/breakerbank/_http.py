@@ -86,26 +86,30 @@ class Gate:
         once: a second call for the same decision does nothing."""
         if d.outcome is not None:
             return
-        outcome = None
-        if self.classify is not None:
-            try:
-                outcome = self.classify(result)
-                if outcome is not None and outcome not in _OUTCOMES:
-                    raise ValueError(
-                        f"classify returned {outcome!r}: expected one of {', '.join(_OUTCOMES)} or None"
-                    )
-            except BaseException:
-                d.cancelled()
-                raise
-        if outcome == "success":
+        outcome = None if self.classify is None else self._classified(d, result)
+        if outcome is None:  # the default rule
+            if status is None:
+                d.finish(result)
+            elif status >= 500:
+                d.failure()
+            else:
+                d.success()
+        elif outcome == "success":
             d.success()
         elif outcome == "failure":
             d.failure()
-        elif outcome == "cancelled":
-            d.cancelled()
-        elif status is None:
-            d.finish(result)
-        elif status >= 500:
-            d.failure()
         else:
-            d.finish(None)
+            d.cancelled()
+
+    def _classified(self, d: Decision, result: Any) -> str | None:
+        """What `classify` says of `result`; if it raises or answers nonsense,
+        the call counts as cancelled and the error propagates."""
+        assert self.classify is not None
+        try:
+            outcome = self.classify(result)
+            if outcome is not None and outcome not in _OUTCOMES:
+                raise ValueError(f"classify returned {outcome!r}: expected one of {', '.join(_OUTCOMES)} or None")
+        except BaseException:
+            d.cancelled()
+            raise
+        return outcome

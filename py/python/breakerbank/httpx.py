@@ -104,6 +104,8 @@ class _Stream(httpx.SyncByteStream):
     """The response body: an error while reading it is the call's outcome;
     closing it records the response's."""
 
+    __slots__ = ("_inner", "_gate", "_d", "_response")
+
     def __init__(self, inner: httpx.SyncByteStream, gate: Gate, d: Decision, response: httpx.Response) -> None:
         self._inner = inner
         self._gate = gate
@@ -128,6 +130,8 @@ class _Stream(httpx.SyncByteStream):
 
 class _AsyncStream(httpx.AsyncByteStream):
     """The async twin of :class:`_Stream`."""
+
+    __slots__ = ("_inner", "_gate", "_d", "_response")
 
     def __init__(self, inner: httpx.AsyncByteStream, gate: Gate, d: Decision, response: httpx.Response) -> None:
         self._inner = inner
