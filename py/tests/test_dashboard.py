@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fail, trip
+from conftest import dep_yaml, fail, profile, trip
 from prometheus_client.openmetrics import parser
 
 import breakerbank as bb
@@ -77,24 +77,11 @@ def exposed_names() -> set[str]:
     """Sample names of a real exposition, after traffic that touches every counter's path."""
     clock = bb.ManualClock()
     bank = bb.Bank.from_yaml(
-        """\
-dependencies:
-  payments_client:
-    isolation: tenant
-    trip: {consecutive_failures: 2}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: error, code: DOWN}
-    recovery_bound: 1m
-    max_tenants: 2
-  rates_client:
-    isolation: global
-    trip: {consecutive_failures: 2}
-    open_duration: 10s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: stale, max_staleness: 10m}
-    recovery_bound: 1m
-""",
+        profile(
+            dep_yaml("payments_client", trip="{consecutive_failures: 2}", recovery_bound="1m", max_tenants="2"),
+            dep_yaml("rates_client", isolation="global", trip="{consecutive_failures: 2}", recovery_bound="1m",
+                     fallback="{kind: stale, max_staleness: 10m}"),
+        ),
         clock=clock,
     )
     pay, rates = bank["payments_client"], bank["rates_client"]

@@ -7,28 +7,9 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from conftest import PROFILE
 
 pytest_plugins = ["pytester"]
-
-PROFILE = textwrap.dedent(
-    """\
-    dependencies:
-      payments_client:
-        isolation: tenant
-        trip: {consecutive_failures: 3}
-        open_duration: 30s
-        half_open: {probe_budget: 2, success_threshold: 2}
-        fallback: {kind: error, code: PAYMENT_UNAVAILABLE}
-        recovery_bound: 5m
-      email_client:
-        isolation: global
-        trip: {consecutive_failures: 3}
-        open_duration: 15s
-        half_open: {probe_budget: 1, success_threshold: 1}
-        fallback: {kind: degraded}
-        recovery_bound: 2m
-    """
-)
 
 HEADER = f'''\
 from pathlib import Path
@@ -78,7 +59,7 @@ def test_banks_on_a_manual_clock_from_a_profile_string_or_file(pytester: pytest.
 
         def test_from_a_file(breakerbank_bank):
             for path in ("profile.yaml", Path("profile.yaml")):
-                assert breakerbank_bank(path).dependencies == ["payments_client", "email_client"]
+                assert breakerbank_bank(path).dependencies == ["payments_client", "email_client", "rates_client"]
 
 
         def test_each_test_has_its_own_clock(breakerbank_bank, breakerbank_clock):
@@ -115,7 +96,7 @@ def test_faults_on_virtual_time_and_no_false_global_trips(pytester: pytest.Pytes
             bank = breakerbank_bank(PROFILE)
             report = breakerbank_faults(
                 bank, duration="2m", rate=50,
-                traffic={"payments_client": {"rate": 0}},
+                traffic={"payments_client": {"rate": 0}, "rates_client": {"rate": 0}},
                 faults=[{"dependency": "email_client", "start": "10s", "duration": "20s"}],
             )
             assert report.partitions["email_client"]["global"].changed
