@@ -95,6 +95,15 @@ def test_connection_refused_counts_as_a_failure(http_bank: bb.Bank) -> None:
     assert metric(http_bank, "api_client", "acme", "failures_total") == 3
 
 
+def test_a_timeout_counts_as_a_failure(http_bank: bb.Bank, server: FlakyServer) -> None:
+    dep = http_bank["api_client"]
+    server.hold = True  # no answer until released
+    with client(dep) as c, pytest.raises(httpx.ReadTimeout):
+        c.get(server.url, headers={"x-tenant": "acme"}, timeout=0.2)
+    server.release.set()
+    assert metric(http_bank, "api_client", "acme", "failures_total") == 1
+
+
 def test_half_open_probes_close_the_breaker_or_reopen_it(
     http_bank: bb.Bank, clock: bb.ManualClock, server: FlakyServer
 ) -> None:  # C7

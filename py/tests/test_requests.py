@@ -79,6 +79,14 @@ def test_connection_refused_counts_as_a_failure(http_bank: bb.Bank, api: request
         get(api, url, "acme")
 
 
+def test_a_timeout_counts_as_a_failure(http_bank: bb.Bank, api: requests.Session, server: FlakyServer) -> None:
+    server.hold = True  # no answer until released
+    with pytest.raises(requests.Timeout):
+        get(api, server.url, "acme", timeout=0.2)
+    server.release.set()
+    assert metric(http_bank, "api_client", "acme", "failures_total") == 1
+
+
 def test_half_open_probes_close_the_breaker_or_reopen_it(
     http_bank: bb.Bank, clock: bb.ManualClock, api: requests.Session, server: FlakyServer
 ) -> None:  # C7
