@@ -1,5 +1,6 @@
-"""deploy/grafana/breakerbank.json queries only API.md's metric names, and
-each one is in a real exposition of a bank that has seen traffic (C14)."""
+"""deploy/grafana/breakerbank.json and deploy/prometheus's rules query only
+API.md's metric names, and each one is in a real exposition of a bank that
+has seen traffic (C14)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import dep_yaml, fail, profile, trip
 from prometheus_client.openmetrics import parser
 
@@ -19,6 +21,8 @@ import breakerbank as bb
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "breakerbank.json"
+RULES = ROOT / "deploy" / "prometheus" / "breakerbank.rules.yml"
+RULE_TESTS = sorted((ROOT / "deploy" / "prometheus" / "tests").glob("*.yml"))
 
 # API.md, "Metric names (all surfaces)", each as `breakerbank_<name>`.
 API_METRICS = {
@@ -100,6 +104,11 @@ def exposed_names() -> set[str]:
 
 
 @pytest.fixture(scope="module")
+def exposed() -> set[str]:
+    return exposed_names()
+
+
+@pytest.fixture(scope="module")
 def dashboard() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     return data
@@ -115,8 +124,9 @@ def test_metric_names_are_extracted_from_promql() -> None:
     assert label_names(expr) == {"instance", "state", "job", "partition"}
 
 
-def test_c14_every_dashboard_metric_is_in_api_md_and_in_a_real_exposition(dashboard: dict[str, Any]) -> None:
-    exposed = exposed_names()
+def test_c14_every_dashboard_metric_is_in_api_md_and_in_a_real_exposition(
+    dashboard: dict[str, Any], exposed: set[str]
+) -> None:
     used: set[str] = set()
     for where, expr in queries(dashboard):
         names = metric_names(expr)
@@ -127,6 +137,27 @@ def test_c14_every_dashboard_metric_is_in_api_md_and_in_a_real_exposition(dashbo
         used |= names
     # The dashboard shows every metric of the list.
     assert used == API_METRICS
+
+
+def test_c14_the_rules_and_their_tests_use_api_md_metrics_of_a_real_exposition(exposed: set[str]) -> None:
+    rules = [r for g in yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"] for r in g["rules"]]
+    recorded = {r["record"] for r in rules if "record" in r}
+    assert {r["alert"] for r in rules if "alert" in r} == {
+        "BreakerbankBreakerStuck", "BreakerbankDependencyOpenFleetWide", "BreakerbankPartitionOverflow"
+    }
+    for rule in rules:
+        where = rule.get("record") or rule["alert"]
+        names = metric_names(rule["expr"]) - recorded
+        assert names <= API_METRICS, f"{where}: not API.md metric names: {sorted(names - API_METRICS)}"
+        assert names <= exposed, f"{where}: not in bank.prometheus(): {sorted(names - exposed)}"
+        assert label_names(rule["expr"]) <= LABELS, f"{where}: unknown labels"
+    # The promtool tests feed series of the exposition's names, not others.
+    assert RULE_TESTS
+    for path in RULE_TESTS:
+        for test in yaml.safe_load(path.read_text(encoding="utf-8"))["tests"]:
+            for series in test["input_series"]:
+                name = series["series"].split("{")[0]
+                assert name in exposed, f"{path.name}: {test['name']}: {name} is not exposed"
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make prom-test installs it)")
