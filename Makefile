@@ -3,7 +3,8 @@
 #   make test   installs what the tests need (a local .venv) and runs every test
 #
 # Pieces live in mk/*.mk: ffi.mk (C ABI), py.mk (Python), loom.mk, bench.mk,
-# fuzz.mk (cargo-fuzz targets), soak.mk, mutants.mk (cargo-mutants).
+# fuzz.mk (cargo-fuzz targets), soak.mk, mutants.mk (cargo-mutants), deploy.mk
+# (Prometheus rules and their promtool tests).
 
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
@@ -18,12 +19,14 @@ include mk/bench.mk
 include mk/fuzz.mk
 include mk/soak.mk
 include mk/mutants.mk
+include mk/deploy.mk
 
 # Everything: formatting and lints, Rust tests (unit, integration, model,
 # stress, doc, header staleness), a short loom run, the C tests plain and
-# under sanitizers, the Python stubs check and pytest, and each fuzz target
-# for 20 s (skipped with a message where there is no nightly toolchain).
-test: lint rust-test loom ffi-test py-test fuzz-short
+# under sanitizers, the Prometheus rules (promtool check and unit tests), the
+# Python stubs check and pytest, and each fuzz target for 20 s (skipped with a
+# message where there is no nightly toolchain).
+test: lint rust-test loom ffi-test prom-test py-test fuzz-short
 	@echo "make test: all suites passed"
 
 lint:

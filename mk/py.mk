@@ -1,6 +1,7 @@
 # Python bindings, harness and demo (issue 6). Included by the root Makefile.
 #
-#   make py-venv      .venv with maturin, pytest, mypy, matplotlib (from PyPI)
+#   make py-venv      .venv with maturin, pytest, mypy, matplotlib, and httpx and
+#                     requests for the client integrations' tests (from PyPI)
 #   make py-develop   build the extension (release) into .venv
 #   make py-test      mypy.stubtest on the stubs, then the pytest suite
 #   make demo         single-tenant fault through the harness: report + demo.png
@@ -8,7 +9,8 @@
 
 VENV ?= $(CURDIR)/.venv
 PY ?= $(VENV)/bin/python
-PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML prometheus_client
+PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML prometheus_client \
+	httpx requests
 PY_BENCH_TOOLS ?= pybreaker
 
 .PHONY: py-venv py-develop py-test demo py-bench

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
+from loopback import FlakyServer
 
 import breakerbank as bb
 
@@ -99,3 +100,26 @@ def trip(dep: bb.Dependency, tenant: str | None = None, failures: int = 3) -> No
 
 def metric(bank: bb.Bank, dep: str, partition: str, name: str) -> object:
     return bank.metrics()[dep][partition][name]
+
+
+# A profile for the HTTP client integrations: `api_client` per tenant with an
+# error fallback, `web_client` and `rates_client` global with a degraded and
+# a stale one.
+HTTP_PROFILE = profile(
+    dep_yaml("api_client", fallback="{kind: error, code: API_DOWN}"),
+    dep_yaml("web_client", isolation="global", fallback="{kind: degraded}"),
+    dep_yaml("rates_client", isolation="global", fallback="{kind: stale, max_staleness: 10m}"),
+)
+
+
+@pytest.fixture
+def server() -> Iterator[FlakyServer]:
+    """A loopback HTTP server that fails on demand (tests/loopback.py)."""
+    s = FlakyServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def http_bank(clock: bb.ManualClock) -> bb.Bank:
+    return bb.Bank.from_yaml(HTTP_PROFILE, clock=clock)

@@ -153,8 +153,13 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(raw, base=path.parent, source=str(path))
 
 
-def parse_scenario(raw: object, base: Path = Path("."), source: str = "") -> Scenario:
-    """Validates a scenario given as a mapping (see the module docs)."""
+def parse_scenario(raw: object, base: Path = Path("."), source: str = "", bank: Bank | None = None) -> Scenario:
+    """Validates a scenario given as a mapping (see the module docs).
+
+    With `bank`, the scenario is checked against that bank's dependencies and
+    has no `profile` of its own: :func:`~breakerbank.simulation.simulate`
+    then runs it on that bank (the pytest plugin's fault injection).
+    """
     problems: list[str] = []
     if not isinstance(raw, Mapping):
         raise ScenarioError(["a scenario is a YAML mapping (see `python -m breakerbank --help`)"])
@@ -185,7 +190,10 @@ def parse_scenario(raw: object, base: Path = Path("."), source: str = "") -> Sce
     # profile
     profile_text = ""
     prof = raw.get("profile")
-    if prof is None:
+    if bank is not None:
+        if prof is not None:
+            problems.append("`profile`: the scenario runs on a given bank and uses its profile")
+    elif prof is None:
         problems.append("field `profile` is required: the profile inline, or a path to it")
     elif isinstance(prof, str):
         ppath = (base / prof) if not Path(prof).is_absolute() else Path(prof)
@@ -197,8 +205,7 @@ def parse_scenario(raw: object, base: Path = Path("."), source: str = "") -> Sce
         profile_text = yaml.safe_dump(dict(prof), sort_keys=False)
     else:
         problems.append("`profile` must be a mapping (the profile inline) or a file path")
-    bank: Bank | None = None
-    if profile_text:
+    if bank is None and profile_text:
         try:
             bank = Bank.from_yaml(profile_text, clock=ManualClock())
         except ConfigError as e:

@@ -88,12 +88,24 @@ def _hot_windows(s: Scenario, bank: Bank) -> dict[tuple[str, str | None], list[t
     return out
 
 
-def simulate(s: Scenario, progress: IO[str] | None = None) -> Report:
-    """Runs the scenario on virtual time through the real core."""
+def simulate(s: Scenario, progress: IO[str] | None = None, bank: Bank | None = None) -> Report:
+    """Runs the scenario on virtual time through the real core.
+
+    On a bank of its own, made from the scenario's profile; or on `bank`
+    (made on a :class:`~breakerbank.ManualClock`, which the run advances by
+    the scenario's duration), with times counted from the clock's time when
+    the run starts and state changes judged from the states it finds.
+    """
     wall0 = time.perf_counter()
     rng = random.Random(s.seed)
-    clock = ManualClock()
-    bank = Bank.from_yaml(s.profile_text, clock=clock)
+    if bank is None:
+        clock = ManualClock()
+        bank = Bank.from_yaml(s.profile_text, clock=clock)
+    elif bank.clock is None:
+        raise ValueError("simulate drives the bank's clock: make the bank with clock=ManualClock()")
+    else:
+        clock = bank.clock
+    initial = {(d, p): m["state"] for d, parts in bank.metrics().items() for p, m in parts.items()}
     now = 0.0
 
     def advance_to(t: float) -> None:
@@ -115,7 +127,9 @@ def simulate(s: Scenario, progress: IO[str] | None = None) -> Report:
     def report_for(dep: str, partition: str) -> PartitionReport:
         r = reports[dep].get(partition)
         if r is None:
-            r = reports[dep][partition] = PartitionReport(dep, partition, faulted(dep, partition))
+            r = reports[dep][partition] = PartitionReport(
+                dep, partition, faulted(dep, partition), [(0.0, initial.get((dep, partition), "closed"))]
+            )
         return r
 
     # Streams and the windows during which each partition is driven call by call.
