@@ -139,6 +139,7 @@ impl Bank {
         let now = self.now();
         MetricsSnapshot {
             dependencies: self.deps.iter().map(|d| d.snapshot(now)).collect(),
+            events_dropped: self.events_dropped(),
         }
     }
 

@@ -375,6 +375,10 @@ pub struct DependencyMetrics {
 pub struct MetricsSnapshot {
     /// Per dependency, in profile order.
     pub dependencies: Vec<DependencyMetrics>,
+    /// Events the bank's bounded queue dropped since it was made
+    /// ([`crate::Bank::events_dropped`]): listeners missed them (C16).
+    /// Exposed as `breakerbank_events_dropped_total`, without labels.
+    pub events_dropped: u64,
 }
 
 /// A metric's value in one partition.
@@ -574,6 +578,13 @@ impl MetricsSnapshot {
                 }
             }
         }
+        let dropped = Counter::<u64>::default();
+        registry.register(
+            "events_dropped",
+            "Events the bank's bounded queue dropped: listeners missed them",
+            dropped.clone(),
+        );
+        dropped.inc_by(self.events_dropped);
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &registry);

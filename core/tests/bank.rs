@@ -592,7 +592,7 @@ fn wait_for(events: &Mutex<Vec<breakerbank::Event>>, done: impl Fn(&[breakerbank
 }
 
 #[test]
-fn c16_slow_listener_never_slows_admission() {
+fn c14_c16_a_slow_listener_never_slows_admission_and_dropped_events_are_exposed() {
     let (bank, _c) = two();
     let gate = Arc::new(Mutex::new(()));
     let held = gate.lock().unwrap();
@@ -608,6 +608,15 @@ fn c16_slow_listener_never_slows_admission() {
         bank.events_dropped() > 0,
         "the bounded queue dropped rather than blocked"
     );
+    // Counted where a fleet's alerts can see it (C14).
+    let m = bank.metrics();
+    assert!(m.events_dropped > 0 && m.events_dropped <= bank.events_dropped());
+    let line = format!("breakerbank_events_dropped_total {}", m.events_dropped);
+    let text = m.prometheus();
+    assert!(text.contains(&line), "no {line:?} in:\n{text}");
+    assert!(bank
+        .prometheus()
+        .contains("breakerbank_events_dropped_total "));
     drop(held);
 }
 
