@@ -537,9 +537,11 @@ where
                 armed.record(outcome);
                 Poll::Ready(out.map_err(CallError::Inner))
             }
-            KindProj::Answered { answer } => {
-                Poll::Ready(answer.take().expect("ResponseFuture polled after completion"))
-            }
+            KindProj::Answered { answer } => Poll::Ready(
+                answer
+                    .take()
+                    .expect("ResponseFuture polled after completion"),
+            ),
         }
     }
 }

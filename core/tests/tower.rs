@@ -148,8 +148,14 @@ async fn c5_http_5xx_trips_and_open_refuses_without_reaching_the_server() {
         .layer(http_client());
 
     for _ in 0..3 {
-        let resp = send(&mut svc, request(&server, None, "/fail")).await.unwrap();
-        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE, "answered as is");
+        let resp = send(&mut svc, request(&server, None, "/fail"))
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "answered as is"
+        );
     }
     assert_eq!(dep.state(None).unwrap(), State::Open);
     assert_eq!(server.hits(), 3);
@@ -165,7 +171,11 @@ async fn c5_http_5xx_trips_and_open_refuses_without_reaching_the_server() {
             other => panic!("open breaker answered {other:?}"),
         }
     }
-    assert_eq!(server.hits(), 3, "a refused request never reaches the server");
+    assert_eq!(
+        server.hits(),
+        3,
+        "a refused request never reaches the server"
+    );
     let m = metrics(&bank, "global");
     assert_eq!(m.failures_total, 3);
     assert_eq!(m.rejected_open_total, 5);
@@ -198,7 +208,9 @@ async fn c17_without_a_response_classifier_every_response_is_a_success() {
     let dep = bank.dependency("quotes_client").unwrap();
     let mut svc = BreakerLayer::new(dep.clone()).layer(http_client());
     for _ in 0..5 {
-        let resp = send(&mut svc, request(&server, None, "/fail")).await.unwrap();
+        let resp = send(&mut svc, request(&server, None, "/fail"))
+            .await
+            .unwrap();
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
     assert_eq!(dep.state(None).unwrap(), State::Closed);
@@ -259,7 +271,9 @@ async fn c13_a_dropped_response_future_counts_cancelled_and_gives_its_probe_back
         .classify_response(server_errors)
         .layer(http_client());
     for _ in 0..3 {
-        send(&mut svc, request(&server, None, "/fail")).await.unwrap();
+        send(&mut svc, request(&server, None, "/fail"))
+            .await
+            .unwrap();
     }
     clock.advance(Duration::from_secs(30));
     assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
@@ -349,7 +363,9 @@ async fn c3_an_open_degraded_dependency_answers_the_degraded_response() {
         })
         .layer(http_client());
     for _ in 0..3 {
-        send(&mut svc, request(&server, None, "/fail")).await.unwrap();
+        send(&mut svc, request(&server, None, "/fail"))
+            .await
+            .unwrap();
     }
     let resp = send(&mut svc, request(&server, None, "/ok")).await.unwrap();
     assert_eq!(resp.body().as_ref(), b"degraded");
@@ -360,7 +376,10 @@ async fn c3_an_open_degraded_dependency_answers_the_degraded_response() {
     ));
     assert_eq!(server.hits(), 3);
     let m = metrics(&bank, "global");
-    assert_eq!((m.fallback_degraded_total, m.fallback_failures_total), (1, 1));
+    assert_eq!(
+        (m.fallback_degraded_total, m.fallback_failures_total),
+        (1, 1)
+    );
 }
 
 #[tokio::test]
