@@ -7,6 +7,8 @@
 //!
 //! `cargo run --release -p breakerbank --features tower --example tower_client`
 
+#![allow(clippy::disallowed_types)] // std sync types in an example; the rule is for core's own code
+
 use breakerbank::tower::BreakerLayer;
 use breakerbank::{Bank, CallError, Outcome, Profile};
 use bytes::Bytes;

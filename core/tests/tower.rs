@@ -3,6 +3,8 @@
 //! that fails on demand: `/ok` answers 200, `/fail` 503, `/missing` 404,
 //! `/hang` never; every request it receives is counted.
 
+#![allow(clippy::disallowed_types)] // std sync types in tests; the rule is for core's own code
+
 use breakerbank::tower::BreakerLayer;
 use breakerbank::{Bank, CallError, ManualClock, Outcome, PartitionMetrics, Profile, State};
 use bytes::Bytes;
