@@ -43,5 +43,5 @@ lint:
 rust-test:
 	$(CARGO) test --release
 	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --test tower --test tracing
-	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --doc -- tower tracing
+	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --doc -- tower tracing ReadmeDoctests
 	$(CARGO) run --release -p breakerbank --features tower --example tower_client
