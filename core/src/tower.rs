@@ -230,6 +230,25 @@ impl BreakerLayer {
 }
 
 impl<T, C, R, D> BreakerLayer<T, C, R, D> {
+    /// The same layer with its parts replaced by what `f` makes of them.
+    fn with<T2, C2, R2, D2>(
+        self,
+        f: impl FnOnce(T, C, R, D) -> (T2, C2, R2, D2),
+    ) -> BreakerLayer<T2, C2, R2, D2> {
+        let p = self.policy;
+        let (tenant, on_error, on_response, degraded) =
+            f(p.tenant, p.on_error, p.on_response, p.degraded);
+        BreakerLayer {
+            policy: Policy {
+                dep: p.dep,
+                tenant,
+                on_error,
+                on_response,
+                degraded,
+            },
+        }
+    }
+
     /// The dependency the layer admits through.
     pub fn dependency(&self) -> &Dependency {
         &self.policy.dep
@@ -241,16 +260,7 @@ impl<T, C, R, D> BreakerLayer<T, C, R, D> {
     where
         F: for<'r> Fn(&'r Req) -> Option<&'r str>,
     {
-        let p = self.policy;
-        BreakerLayer {
-            policy: Policy {
-                dep: p.dep,
-                tenant,
-                on_error: p.on_error,
-                on_response: p.on_response,
-                degraded: p.degraded,
-            },
-        }
+        self.with(|_, c, r, d| (tenant, c, r, d))
     }
 
     /// Counts each error of the inner service as `classify` says (C17):
@@ -260,16 +270,7 @@ impl<T, C, R, D> BreakerLayer<T, C, R, D> {
     where
         F: Fn(&E) -> Outcome,
     {
-        let p = self.policy;
-        BreakerLayer {
-            policy: Policy {
-                dep: p.dep,
-                tenant: p.tenant,
-                on_error: classify,
-                on_response: p.on_response,
-                degraded: p.degraded,
-            },
-        }
+        self.with(|t, _, r, d| (t, classify, r, d))
     }
 
     /// Counts each response of the inner service as `classify` says: how
@@ -279,16 +280,7 @@ impl<T, C, R, D> BreakerLayer<T, C, R, D> {
     where
         F: Fn(&Resp) -> Outcome,
     {
-        let p = self.policy;
-        BreakerLayer {
-            policy: Policy {
-                dep: p.dep,
-                tenant: p.tenant,
-                on_error: p.on_error,
-                on_response: classify,
-                degraded: p.degraded,
-            },
-        }
+        self.with(|t, c, _, d| (t, c, classify, d))
     }
 
     /// The response a refused request gets when the dependency's fallback
@@ -298,16 +290,7 @@ impl<T, C, R, D> BreakerLayer<T, C, R, D> {
     where
         F: Fn(&Req) -> Option<Resp>,
     {
-        let p = self.policy;
-        BreakerLayer {
-            policy: Policy {
-                dep: p.dep,
-                tenant: p.tenant,
-                on_error: p.on_error,
-                on_response: p.on_response,
-                degraded,
-            },
-        }
+        self.with(|t, c, r, _| (t, c, r, degraded))
     }
 }
 

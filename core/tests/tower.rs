@@ -6,7 +6,9 @@
 #![allow(clippy::disallowed_types)] // std sync types in tests; the rule is for core's own code
 
 use breakerbank::tower::BreakerLayer;
-use breakerbank::{Bank, CallError, ManualClock, Outcome, PartitionMetrics, Profile, State};
+use breakerbank::{
+    Bank, CallError, Dependency, ManualClock, Outcome, PartitionMetrics, Profile, State,
+};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
@@ -133,6 +135,49 @@ fn metrics(bank: &Bank, partition: &str) -> PartitionMetrics {
         .clone()
 }
 
+const ERROR_FALLBACK: &str = "{kind: error, code: QUOTES_DOWN}";
+
+/// A bank of one dependency, `quotes_client`, and its handle.
+fn quotes(isolation: &str, fallback: &str) -> (Bank, Dependency) {
+    let bank = Bank::new(profile(isolation, fallback));
+    let dep = bank.dependency("quotes_client").unwrap();
+    (bank, dep)
+}
+
+/// The usual stack: the HTTP client behind `dep`'s breaker, 5xx counted
+/// as failures, the tenant from the `x-tenant` header.
+fn http_breaker(
+    dep: &Dependency,
+) -> impl Service<
+    Request<Empty<Bytes>>,
+    Response = Response<Bytes>,
+    Error = CallError<BoxError>,
+    Future = impl std::future::Future<Output = Result<Response<Bytes>, CallError<BoxError>>>
+                 + Send
+                 + 'static,
+> + Clone {
+    BreakerLayer::new(dep.clone())
+        .tenant(tenant_header)
+        .classify_response(server_errors)
+        .layer(http_client())
+}
+
+/// Three `/fail` requests for `tenant`: enough to trip it.
+async fn trip<S>(svc: &mut S, server: &Server, tenant: Option<&str>)
+where
+    S: Service<Request<Empty<Bytes>>, Response = Response<Bytes>>,
+    S::Error: std::fmt::Debug,
+{
+    for _ in 0..3 {
+        let resp = send(svc, request(server, tenant, "/fail")).await.unwrap();
+        assert_eq!(
+            resp.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "answered as is"
+        );
+    }
+}
+
 async fn send<S>(svc: &mut S, req: Request<Empty<Bytes>>) -> Result<Response<Bytes>, S::Error>
 where
     S: Service<Request<Empty<Bytes>>, Response = Response<Bytes>>,
@@ -143,22 +188,9 @@ where
 #[tokio::test]
 async fn c5_http_5xx_trips_and_open_refuses_without_reaching_the_server() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("global", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
-    let mut svc = BreakerLayer::new(dep.clone())
-        .classify_response(server_errors)
-        .layer(http_client());
-
-    for _ in 0..3 {
-        let resp = send(&mut svc, request(&server, None, "/fail"))
-            .await
-            .unwrap();
-        assert_eq!(
-            resp.status(),
-            StatusCode::SERVICE_UNAVAILABLE,
-            "answered as is"
-        );
-    }
+    let (bank, dep) = quotes("global", ERROR_FALLBACK);
+    let mut svc = http_breaker(&dep);
+    trip(&mut svc, &server, None).await;
     assert_eq!(dep.state(None).unwrap(), State::Open);
     assert_eq!(server.hits(), 3);
 
@@ -187,16 +219,11 @@ async fn c5_http_5xx_trips_and_open_refuses_without_reaching_the_server() {
 #[tokio::test]
 async fn c17_4xx_classified_as_success_never_trips() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("global", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
-    let mut svc = BreakerLayer::new(dep.clone())
-        .classify_response(server_errors)
-        .layer(http_client());
+    let (bank, dep) = quotes("global", ERROR_FALLBACK);
+    let mut svc = http_breaker(&dep);
     for _ in 0..10 {
-        let resp = send(&mut svc, request(&server, None, "/missing"))
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let resp = send(&mut svc, request(&server, None, "/missing")).await;
+        assert_eq!(resp.unwrap().status(), StatusCode::NOT_FOUND);
     }
     assert_eq!(dep.state(None).unwrap(), State::Closed);
     assert_eq!(metrics(&bank, "global").failures_total, 0);
@@ -206,14 +233,11 @@ async fn c17_4xx_classified_as_success_never_trips() {
 #[tokio::test]
 async fn c17_without_a_response_classifier_every_response_is_a_success() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("global", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
+    let (_bank, dep) = quotes("global", ERROR_FALLBACK);
     let mut svc = BreakerLayer::new(dep.clone()).layer(http_client());
     for _ in 0..5 {
-        let resp = send(&mut svc, request(&server, None, "/fail"))
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let resp = send(&mut svc, request(&server, None, "/fail")).await;
+        assert_eq!(resp.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
     }
     assert_eq!(dep.state(None).unwrap(), State::Closed);
 }
@@ -232,28 +256,22 @@ async fn c17_connection_errors_count_as_the_error_classifier_says() {
     };
 
     // Default: every error is a failure.
-    let bank = Bank::new(profile("global", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
-    let mut svc = BreakerLayer::new(dep.clone()).layer(http_client());
+    let (_bank, dep) = quotes("global", ERROR_FALLBACK);
+    let mut svc = http_breaker(&dep);
     for _ in 0..3 {
-        assert!(matches!(
-            send(&mut svc, req()).await,
-            Err(CallError::Inner(_))
-        ));
+        let out = send(&mut svc, req()).await;
+        assert!(matches!(out, Err(CallError::Inner(_))), "{out:?}");
     }
     assert_eq!(dep.state(None).unwrap(), State::Open);
 
     // Classified as cancelled: counts as neither (C10).
-    let bank = Bank::new(profile("global", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
+    let (bank, dep) = quotes("global", ERROR_FALLBACK);
     let mut svc = BreakerLayer::new(dep.clone())
         .classify_error(|_: &BoxError| Outcome::Cancelled)
         .layer(http_client());
     for _ in 0..5 {
-        assert!(matches!(
-            send(&mut svc, req()).await,
-            Err(CallError::Inner(_))
-        ));
+        let out = send(&mut svc, req()).await;
+        assert!(matches!(out, Err(CallError::Inner(_))), "{out:?}");
     }
     assert_eq!(dep.state(None).unwrap(), State::Closed);
     let m = metrics(&bank, "global");
@@ -264,19 +282,10 @@ async fn c17_connection_errors_count_as_the_error_classifier_says() {
 async fn c13_a_dropped_response_future_counts_cancelled_and_gives_its_probe_back() {
     let server = Server::start().await;
     let clock = ManualClock::new();
-    let bank = Bank::with_clock(
-        profile("global", "{kind: error, code: QUOTES_DOWN}"),
-        clock.clone(),
-    );
+    let bank = Bank::with_clock(profile("global", ERROR_FALLBACK), clock.clone());
     let dep = bank.dependency("quotes_client").unwrap();
-    let mut svc = BreakerLayer::new(dep.clone())
-        .classify_response(server_errors)
-        .layer(http_client());
-    for _ in 0..3 {
-        send(&mut svc, request(&server, None, "/fail"))
-            .await
-            .unwrap();
-    }
+    let mut svc = http_breaker(&dep);
+    trip(&mut svc, &server, None).await;
     clock.advance(Duration::from_secs(30));
     assert_eq!(dep.state(None).unwrap(), State::HalfOpen);
 
@@ -307,18 +316,9 @@ async fn c13_a_dropped_response_future_counts_cancelled_and_gives_its_probe_back
 #[tokio::test]
 async fn c9_tenants_trip_apart_over_http() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("tenant", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
-    let mut svc = BreakerLayer::new(dep.clone())
-        .tenant(tenant_header)
-        .classify_response(server_errors)
-        .layer(http_client());
-
-    for _ in 0..3 {
-        send(&mut svc, request(&server, Some("acme"), "/fail"))
-            .await
-            .unwrap();
-    }
+    let (_bank, dep) = quotes("tenant", ERROR_FALLBACK);
+    let mut svc = http_breaker(&dep);
+    trip(&mut svc, &server, Some("acme")).await;
     assert_eq!(dep.state(Some("acme")).unwrap(), State::Open);
     assert_eq!(dep.state(Some("globex")).unwrap(), State::Closed);
 
@@ -329,10 +329,8 @@ async fn c9_tenants_trip_apart_over_http() {
     }
     assert_eq!(server.hits(), before, "acme's refusal reached no server");
     for _ in 0..10 {
-        let resp = send(&mut svc, request(&server, Some("globex"), "/ok"))
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
+        let resp = send(&mut svc, request(&server, Some("globex"), "/ok")).await;
+        assert_eq!(resp.unwrap().status(), StatusCode::OK);
     }
     assert_eq!(server.hits(), before + 10);
     assert_eq!(dep.state(Some("globex")).unwrap(), State::Closed);
@@ -341,22 +339,17 @@ async fn c9_tenants_trip_apart_over_http() {
 #[tokio::test]
 async fn c9_a_tenant_scoped_dependency_refuses_a_request_without_a_tenant() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("tenant", "{kind: error, code: QUOTES_DOWN}"));
-    let mut svc = BreakerLayer::new(bank.dependency("quotes_client").unwrap())
-        .tenant(tenant_header)
-        .layer(http_client());
-    assert!(matches!(
-        send(&mut svc, request(&server, None, "/ok")).await,
-        Err(CallError::TenantRequired)
-    ));
+    let (_bank, dep) = quotes("tenant", ERROR_FALLBACK);
+    let mut svc = http_breaker(&dep);
+    let out = send(&mut svc, request(&server, None, "/ok")).await;
+    assert!(matches!(out, Err(CallError::TenantRequired)), "{out:?}");
     assert_eq!(server.hits(), 0);
 }
 
 #[tokio::test]
 async fn c3_an_open_degraded_dependency_answers_the_degraded_response() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("global", "{kind: degraded}"));
-    let dep = bank.dependency("quotes_client").unwrap();
+    let (bank, dep) = quotes("global", "{kind: degraded}");
     let mut svc = BreakerLayer::new(dep.clone())
         .classify_response(server_errors)
         .degraded(|req: &Request<Empty<Bytes>>| {
@@ -364,18 +357,15 @@ async fn c3_an_open_degraded_dependency_answers_the_degraded_response() {
             (req.uri().path() == "/ok").then(|| Response::new(Bytes::from_static(b"degraded")))
         })
         .layer(http_client());
-    for _ in 0..3 {
-        send(&mut svc, request(&server, None, "/fail"))
-            .await
-            .unwrap();
-    }
+    trip(&mut svc, &server, None).await;
     let resp = send(&mut svc, request(&server, None, "/ok")).await.unwrap();
     assert_eq!(resp.body().as_ref(), b"degraded");
     // C4: no degraded form is a fallback failure, never a success.
-    assert!(matches!(
-        send(&mut svc, request(&server, None, "/missing")).await,
-        Err(CallError::Unavailable(u)) if u.code.is_none()
-    ));
+    let out = send(&mut svc, request(&server, None, "/missing")).await;
+    assert!(
+        matches!(out, Err(CallError::Unavailable(ref u)) if u.code.is_none()),
+        "{out:?}"
+    );
     assert_eq!(server.hits(), 3);
     let m = metrics(&bank, "global");
     assert_eq!(
@@ -387,16 +377,12 @@ async fn c3_an_open_degraded_dependency_answers_the_degraded_response() {
 #[tokio::test]
 async fn c1_clones_of_a_layered_service_share_one_breaker_across_tasks() {
     let server = Server::start().await;
-    let bank = Bank::new(profile("global", "{kind: error, code: QUOTES_DOWN}"));
-    let dep = bank.dependency("quotes_client").unwrap();
-    let svc = BreakerLayer::new(dep.clone())
-        .classify_response(server_errors)
-        .layer(http_client());
-    let url = |p: &str| format!("http://{}{p}", server.addr);
+    let (_bank, dep) = quotes("global", ERROR_FALLBACK);
+    let svc = http_breaker(&dep);
     let tasks: Vec<_> = (0..3)
         .map(|_| {
             let mut svc = svc.clone();
-            let req = Request::get(url("/fail")).body(Empty::new()).unwrap();
+            let req = request(&server, None, "/fail");
             tokio::spawn(async move { svc.ready().await?.call(req).await })
         })
         .collect();

@@ -115,6 +115,24 @@ fn record(bank: &Bank, name: &str, tenant: Option<&str>, outcome: Outcome) {
     };
 }
 
+/// acme's transitions as [`summary`] lists them.
+const TRIP: [&str; 5] = ["transition", "acme", "closed", "open", "trip_policy"];
+const HALF_OPEN: [&str; 5] = [
+    "transition",
+    "acme",
+    "open",
+    "half_open",
+    "open_period_ended",
+];
+const REOPEN: [&str; 5] = ["transition", "acme", "half_open", "open", "probe_failed"];
+const CLOSE: [&str; 5] = [
+    "transition",
+    "acme",
+    "half_open",
+    "closed",
+    "probes_succeeded",
+];
+
 /// (kind, partition, from, to, reason) of each event.
 fn summary(events: &[Caught]) -> Vec<[&str; 5]> {
     events
@@ -141,31 +159,7 @@ fn c16_transitions_are_tracing_events_with_dependency_partition_and_states() {
     let events = events_of(&bank, name);
     assert_eq!(
         summary(&events),
-        [
-            ["transition", "acme", "closed", "open", "trip_policy"],
-            [
-                "transition",
-                "acme",
-                "open",
-                "half_open",
-                "open_period_ended"
-            ],
-            ["transition", "acme", "half_open", "open", "probe_failed"],
-            [
-                "transition",
-                "acme",
-                "open",
-                "half_open",
-                "open_period_ended"
-            ],
-            [
-                "transition",
-                "acme",
-                "half_open",
-                "closed",
-                "probes_succeeded"
-            ],
-        ]
+        [TRIP, HALF_OPEN, REOPEN, HALF_OPEN, CLOSE]
     );
     let levels: Vec<Level> = events.iter().map(|c| c.level).collect();
     use Level as L;
@@ -245,26 +239,7 @@ fn c16_the_admission_path_emits_no_tracing_event() {
     record(&bank, name, Some("acme"), Outcome::Success);
 
     let events = events_of(&bank, name);
-    assert_eq!(
-        summary(&events),
-        [
-            ["transition", "acme", "closed", "open", "trip_policy"],
-            [
-                "transition",
-                "acme",
-                "open",
-                "half_open",
-                "open_period_ended"
-            ],
-            [
-                "transition",
-                "acme",
-                "half_open",
-                "closed",
-                "probes_succeeded"
-            ],
-        ]
-    );
+    assert_eq!(summary(&events), [TRIP, HALF_OPEN, CLOSE]);
     for c in &events {
         assert_eq!(
             c.thread, "breakerbank-events",
