@@ -12,6 +12,10 @@ export CARGO_TERM_COLOR ?= never
 .PHONY: test lint rust-test bench check-tools
 .DEFAULT_GOAL := test
 
+# The core's optional integrations: linted and documented besides the
+# build without them; their tests, doc examples and example run too.
+CORE_FEATURES ?= tower,tracing
+
 include mk/ffi.mk
 include mk/py.mk
 include mk/loom.mk
@@ -33,9 +37,14 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p breakerbank-ffi --all-targets --features bench-internals -- -D warnings
+	$(CARGO) clippy -p breakerbank --all-targets --features $(CORE_FEATURES) -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p breakerbank --features $(CORE_FEATURES) --no-deps --quiet
 
 # Release: the model and flood tests are CPU-bound, and the release
 # artifacts are shared with the C library build.
 rust-test:
 	$(CARGO) test --release
+	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --test tower --test tracing
+	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --doc -- tower tracing ReadmeDoctests
+	$(CARGO) run --release -p breakerbank --features tower --example tower_client

@@ -5,6 +5,7 @@
 #     bench-contended      std threads on one shared breaker, total calls/s, medians of runs
 #     bench-scale          tenant-scoped cost at 1 … 1M tenants, memory per partition, flood
 #     bench-overflow       an admission sent to the overflow by a table full of open partitions
+#     bench-tower          the tower layer's cost per call over the bare service (feature tower)
 #
 # Each step's output is kept in $(BENCH_OUT)/; BENCHMARKS.md has the figures.
 # Shorter or longer: make bench BENCH_CRITERION_ARGS="--measurement-time 5" BENCH_RUNS=11
@@ -16,9 +17,9 @@ BENCH_RUNS ?= 7
 BENCH_MS ?= 300
 BENCH_PASSES ?= 3
 
-.PHONY: bench bench-build bench-criterion bench-contended bench-scale bench-overflow
+.PHONY: bench bench-build bench-criterion bench-contended bench-scale bench-overflow bench-tower
 
-bench: bench-criterion bench-contended bench-scale bench-overflow
+bench: bench-criterion bench-contended bench-scale bench-overflow bench-tower
 
 bench-build:
 	$(CARGO) bench -p breakerbank-benches --no-run
@@ -49,3 +50,9 @@ bench-overflow: bench-build
 	$(CARGO) run --release -p breakerbank-benches --example overflow -- \
 	  > $(BENCH_OUT)/overflow.txt || { cat $(BENCH_OUT)/overflow.txt; exit 1; }
 	cat $(BENCH_OUT)/overflow.txt
+
+bench-tower:
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) bench -p breakerbank --features tower --bench tower -- $(BENCH_CRITERION_ARGS) \
+	  > $(BENCH_OUT)/tower.txt || { cat $(BENCH_OUT)/tower.txt; exit 1; }
+	cat $(BENCH_OUT)/tower.txt

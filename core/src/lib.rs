@@ -82,6 +82,10 @@ mod profile;
 mod state;
 mod sync;
 mod table;
+#[cfg(feature = "tower")]
+pub mod tower;
+#[cfg(feature = "tracing")]
+pub mod tracing;
 mod window;
 
 pub use bank::Bank;
