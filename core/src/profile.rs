@@ -37,6 +37,11 @@ impl ConfigError {
         }
     }
 
+    /// An error of every problem in `problems` (not empty).
+    pub(crate) fn many(problems: Vec<String>) -> Self {
+        Self { problems }
+    }
+
     /// Each problem, one sentence each.
     pub fn problems(&self) -> &[String] {
         &self.problems
