@@ -206,7 +206,10 @@ impl Bank {
     /// The dependencies in force, in profile order.
     fn live_deps(&self) -> Vec<&Dependency> {
         let order = self.live().order.clone();
-        order.into_iter().filter_map(|id| self.ids.get(id)).collect()
+        order
+            .into_iter()
+            .filter_map(|id| self.ids.get(id))
+            .collect()
     }
 
     /// A dependency by name; resolve once, then clone the handle freely.

@@ -25,8 +25,8 @@ mod sweep;
 
 pub use self::held::HeldPermit;
 pub use self::permit::{Decision, Permit, RawPermit};
-pub use self::sweep::Stuck;
 pub(crate) use self::reload::{fast, Tuning};
+pub use self::sweep::Stuck;
 pub(crate) use self::sweep::Sweeper;
 
 /// A dependency's partitions as the cold paths walk them: the global one,

@@ -8,8 +8,8 @@ use crate::outcome::State;
 use crate::partition::Partition;
 use crate::state::machine::Transition;
 use crate::state::word::Phase;
-use crate::sync::{AtomicBool, Ordering, StdArc};
 use crate::sync::Mutex;
+use crate::sync::{AtomicBool, Ordering, StdArc};
 use std::sync::Weak;
 use std::time::Duration;
 
