@@ -213,7 +213,11 @@ pub extern "C" fn bb_bank_free(bank: *mut bb_bank) -> bb_status {
 ///
 /// `bank` is a live bank; `yaml` points to `len` readable bytes.
 #[no_mangle]
-pub extern "C" fn bb_bank_reload(bank: *const bb_bank, yaml: *const c_char, len: usize) -> bb_status {
+pub extern "C" fn bb_bank_reload(
+    bank: *const bb_bank,
+    yaml: *const c_char,
+    len: usize,
+) -> bb_status {
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.

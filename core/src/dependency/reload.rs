@@ -85,6 +85,34 @@ impl Tuning {
     }
 }
 
+/// Why a dependency whose trip policy is `trip` and whose tenant table
+/// (if any) was built for `capacity` tenants cannot take `new` in place:
+/// a trip policy of another kind or window, or a `max_tenants` above the
+/// table's size, would need new partitions, which would lose their state.
+pub(crate) fn refusal(
+    trip: &TripPolicy,
+    capacity: Option<u32>,
+    new: &DependencyConfig,
+) -> Option<String> {
+    let name = &new.name;
+    let shape = |t: &TripPolicy| match t {
+        TripPolicy::ConsecutiveFailures(_) => None,
+        TripPolicy::FailureRate { window, .. } => Some(*window),
+    };
+    if shape(trip) != shape(&new.trip) {
+        return Some(format!(
+            "dependency `{name}`: a reload cannot change the kind of its `trip` policy or its `window` (each partition's counts are kept in that shape); keep them, or remove the dependency in one reload and add it back in the next"
+        ));
+    }
+    match capacity {
+        Some(c) if new.max_tenants > c => Some(format!(
+            "dependency `{name}`: a reload can set `max_tenants` up to {c}, the size its partition table was built with, not {}",
+            new.max_tenants
+        )),
+        _ => None,
+    }
+}
+
 impl DepInner {
     /// The tuning in force: read once per decision.
     #[inline]
@@ -117,32 +145,11 @@ impl Dependency {
     }
 
     /// Why `config` cannot replace this dependency's own in place, if it
-    /// cannot: the caller has already matched name and isolation. A trip
-    /// policy of another kind or window, or a `max_tenants` above what the
-    /// table was built for, would need new partitions, which would lose
-    /// their state.
+    /// cannot (see [`refusal`]): the caller has already matched name and
+    /// isolation.
     pub(crate) fn reload_refusal(&self, config: &DependencyConfig) -> Option<String> {
-        let name = &self.inner.name;
-        let old = &self.inner.tuning().config;
-        let shape = |t: &TripPolicy| match t {
-            TripPolicy::ConsecutiveFailures(_) => None,
-            TripPolicy::FailureRate { window, .. } => Some(*window),
-        };
-        if shape(&old.trip) != shape(&config.trip) {
-            return Some(format!(
-                "dependency `{name}`: a reload cannot change the kind of its `trip` policy or its `window` (each partition's counts are kept in that shape); keep them, or remove the dependency in one reload and add it back in the next"
-            ));
-        }
-        if let Some(t) = &self.inner.table {
-            if config.max_tenants > t.capacity() {
-                return Some(format!(
-                    "dependency `{name}`: a reload can set `max_tenants` up to {}, the size its partition table was built with, not {}",
-                    t.capacity(),
-                    config.max_tenants
-                ));
-            }
-        }
-        None
+        let capacity = self.inner.table.as_ref().map(Table::capacity);
+        refusal(&self.inner.tuning().config.trip, capacity, config)
     }
 
     /// Puts `config` in force (C20), checked by
