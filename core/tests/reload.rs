@@ -1,4 +1,5 @@
 //! C20: live reload of a running bank's profile.
+#![allow(clippy::disallowed_types)] // tests use std sync types directly; the rule is for core's own code
 
 mod common;
 

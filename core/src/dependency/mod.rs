@@ -47,6 +47,9 @@ pub(crate) struct DepInner {
     tuning: AtomicPtr<Tuning>,
     /// Every tuning this dependency has had, the current one last: what
     /// keeps `tuning` alive. A reload adds one.
+    // Boxed: `tuning` points into each box, which must not move when the
+    // vector grows.
+    #[allow(clippy::vec_box)]
     tunings: Mutex<Vec<Box<Tuning>>>,
     pub(crate) id: u32,
     /// The name and isolation: what a reload keeps a dependency by (C20).
