@@ -4,8 +4,8 @@
 mod common;
 
 use breakerbank::{
-    AdmitError, Bank, CallError, CallOptions, Decision, EventKind, Fallback, ManualClock, Outcome,
-    Profile, RejectReason, State, TripPolicy,
+    AdmitError, Bank, CallError, CallOptions, Decision, Dependency, EventKind, Fallback,
+    ManualClock, Outcome, Profile, RejectReason, State, TripPolicy,
 };
 use common::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,6 +39,22 @@ fn dep(name: &str, isolation: &str, n: u32, extra: &str) -> String {
     }
     s.push_str(extra);
     s
+}
+
+/// A bank on a manual clock of the one dependency `entry` (a [`dep`]
+/// string), and its handle.
+fn single(entry: &str) -> (Bank, ManualClock, Dependency) {
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(yaml(&[entry]), clock.clone());
+    let name = entry.split(':').next().expect("a name");
+    let d = bank.dependency(name).expect("declared");
+    (bank, clock, d)
+}
+
+/// `entry` (a [`dep`] string) with `from` replaced by `to`, as a profile.
+fn edited(entry: &str, from: &str, to: &str) -> Profile {
+    assert!(entry.contains(from), "{from} not in {entry}");
+    yaml(&[&entry.replace(from, to)])
 }
 
 fn counters(bank: &Bank, dep: &str, partition: &str) -> Option<breakerbank::PartitionMetrics> {
@@ -235,6 +251,19 @@ fn c20_isolation_changed_starts_the_dependency_afresh() {
     assert!(counters(&bank, "payments_client", "global").is_none());
 }
 
+/// Reloads `payments_client` (tenant, 2 failures) with `max_tenants`;
+/// returns its live partitions.
+fn reload_to_max_tenants(bank: &Bank, max_tenants: u32) -> Vec<String> {
+    let extra = format!("max_tenants: {max_tenants}\n");
+    bank.reload(yaml(&[&dep("payments_client", "tenant", 2, &extra)]))
+        .unwrap();
+    bank.metrics().dependencies[0]
+        .partitions
+        .iter()
+        .map(|p| p.partition.clone())
+        .collect()
+}
+
 #[test]
 fn c20_lower_max_tenants_evicts_closed_partitions_and_keeps_open_ones() {
     let bank = Bank::with_clock(
@@ -250,18 +279,7 @@ fn c20_lower_max_tenants_evicts_closed_partitions_and_keeps_open_ones() {
     for t in ["idle1", "idle2", "idle3"] {
         admitted(d.admit(Some(t), None).unwrap()).record(Outcome::Success);
     }
-    bank.reload(yaml(&[&dep(
-        "payments_client",
-        "tenant",
-        2,
-        "max_tenants: 3\n",
-    )]))
-    .unwrap();
-    let live: Vec<String> = bank.metrics().dependencies[0]
-        .partitions
-        .iter()
-        .map(|p| p.partition.clone())
-        .collect();
+    let live = reload_to_max_tenants(&bank, 3);
     assert!(live.len() <= 3, "{live:?}");
     assert!(live.contains(&"open1".to_string()), "{live:?}");
     assert!(live.contains(&"open2".to_string()), "{live:?}");
@@ -272,18 +290,7 @@ fn c20_lower_max_tenants_evicts_closed_partitions_and_keeps_open_ones() {
 
     // Below the open ones: they survive, the closed one goes, newcomers
     // are served by the overflow.
-    bank.reload(yaml(&[&dep(
-        "payments_client",
-        "tenant",
-        2,
-        "max_tenants: 1\n",
-    )]))
-    .unwrap();
-    let live: Vec<String> = bank.metrics().dependencies[0]
-        .partitions
-        .iter()
-        .map(|p| p.partition.clone())
-        .collect();
+    let live = reload_to_max_tenants(&bank, 1);
     assert!(live.contains(&"open1".to_string()), "{live:?}");
     assert!(live.contains(&"open2".to_string()), "{live:?}");
     assert!(!live.contains(&"counted".to_string()), "{live:?}");
@@ -339,12 +346,7 @@ fn c20_a_bad_profile_changes_nothing() {
 
 #[test]
 fn c20_open_breaker_keeps_its_open_until_and_the_next_trip_takes_the_new_duration() {
-    let clock = ManualClock::new();
-    let bank = Bank::with_clock(
-        yaml(&[&dep("payments_client", "global", 1, "")]),
-        clock.clone(),
-    );
-    let d = bank.dependency("payments_client").unwrap();
+    let (bank, clock, d) = single(&dep("payments_client", "global", 1, ""));
     fail(&d, None, 1);
     bank.reload(yaml(&[&dep(
         "payments_client",
@@ -370,12 +372,7 @@ fn c20_open_breaker_keeps_its_open_until_and_the_next_trip_takes_the_new_duratio
 
 #[test]
 fn c20_probe_budget_and_fallback_apply_from_the_next_decision() {
-    let clock = ManualClock::new();
-    let bank = Bank::with_clock(
-        yaml(&[&dep("payments_client", "global", 1, "")]),
-        clock.clone(),
-    );
-    let d = bank.dependency("payments_client").unwrap();
+    let (bank, clock, d) = single(&dep("payments_client", "global", 1, ""));
     fail(&d, None, 1);
     clock.advance(SECS30);
     let first = admitted(d.admit(None, None).unwrap());
@@ -429,9 +426,7 @@ fn c20_stale_cache_is_carried_over() {
             &format!("{{kind: stale, max_staleness: {max}}}"),
         )
     };
-    let clock = ManualClock::new();
-    let bank = Bank::with_clock(yaml(&[&stale("10s")]), clock.clone());
-    let d = bank.dependency("catalog_client").unwrap();
+    let (bank, clock, d) = single(&stale("10s"));
     let opts = || CallOptions {
         cache_key: Some("sku"),
         degraded: None,
@@ -462,16 +457,12 @@ fn c20_stale_cache_is_carried_over() {
 
 #[test]
 fn c20_a_fallback_becoming_stale_gets_a_cache() {
-    let clock = ManualClock::new();
-    let bank = Bank::with_clock(
-        yaml(&[&dep("catalog_client", "global", 1, "")]),
-        clock.clone(),
-    );
-    let d = bank.dependency("catalog_client").unwrap();
-    bank.reload(yaml(&[&dep("catalog_client", "global", 1, "").replace(
+    let (bank, _, d) = single(&dep("catalog_client", "global", 1, ""));
+    bank.reload(edited(
+        &dep("catalog_client", "global", 1, ""),
         "{kind: error, code: DOWN}",
         "{kind: stale, max_staleness: 1m}",
-    )]))
+    ))
     .unwrap();
     let opts = || CallOptions {
         cache_key: Some("sku"),
@@ -531,16 +522,12 @@ fn c20_added_dependency_starts_fresh_and_a_reload_is_an_event() {
 
 #[test]
 fn c20_slow_call_added_by_a_reload_times_calls() {
-    let clock = ManualClock::new();
-    let bank = Bank::with_clock(
-        yaml(&[&dep("payments_client", "global", 1, "")]),
-        clock.clone(),
-    );
-    let d = bank.dependency("payments_client").unwrap();
-    bank.reload(yaml(&[&dep("payments_client", "global", 1, "").replace(
+    let (bank, clock, d) = single(&dep("payments_client", "global", 1, ""));
+    bank.reload(edited(
+        &dep("payments_client", "global", 1, ""),
         "{consecutive_failures: 1}",
         "{consecutive_failures: 1, slow_call: 1s}",
-    )]))
+    ))
     .unwrap();
     let p = admitted(d.admit(None, None).unwrap());
     clock.advance(Duration::from_secs(2));

@@ -103,6 +103,24 @@ fn tenant_refused(dep: &Dependency, e: AdmitError) -> Fail {
     }
 }
 
+/// `BB_ERR_CONFIG` with the profile's problems.
+#[cold]
+fn config_error(e: breakerbank::ConfigError) -> Fail {
+    Fail::new(bb_status::BB_ERR_CONFIG, e.to_string())
+}
+
+/// The profile in the `len` bytes at `yaml`: `BB_ERR_INVALID_ARGUMENT` for
+/// a bad pointer or UTF-8, `BB_ERR_CONFIG` for a bad profile.
+///
+/// # Safety
+///
+/// `yaml` points to `len` readable bytes (or is NULL, refused).
+unsafe fn profile_arg(yaml: *const c_char, len: usize) -> Result<Profile, Fail> {
+    // SAFETY: forwarded from this function's contract.
+    let text = unsafe { str_arg(yaml, len, "yaml") }?;
+    Profile::from_yaml(text).map_err(config_error)
+}
+
 fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
     bank.bank.manual_clock().ok_or_else(|| {
         Fail::new(
@@ -136,15 +154,13 @@ pub extern "C" fn bb_bank_from_yaml(
     ffi_boundary! {
         let out = try_out!(out, "out");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
-        let text = unsafe { str_arg(yaml, len, "yaml") }?;
-        let config = |e: breakerbank::ConfigError| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string());
-        let profile = Profile::from_yaml(text).map_err(config)?;
+        let profile = unsafe { profile_arg(yaml, len) }?;
         let bank = if manual_clock {
             Bank::try_with_clock(profile, ManualClock::new())
         } else {
             Bank::try_new(profile)
         }
-        .map_err(config)?;
+        .map_err(config_error)?;
         let serial = loop {
             // Relaxed: a unique tag only; skip 0 when the counter wraps.
             let s = SERIALS.fetch_add(1, Ordering::Relaxed);
@@ -221,10 +237,8 @@ pub extern "C" fn bb_bank_reload(
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
-        let text = unsafe { str_arg(yaml, len, "yaml") }?;
-        let config = |e: breakerbank::ConfigError| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string());
-        let profile = Profile::from_yaml(text).map_err(config)?;
-        bank.bank.reload(profile).map_err(config)
+        let profile = unsafe { profile_arg(yaml, len) }?;
+        bank.bank.reload(profile).map_err(config_error)
     }
 }
 
