@@ -61,7 +61,12 @@ impl Dependency {
                 return self.decode(self.answer_open(p, w));
             }
         }
-        if let (Some(t), Some(name), None) = (&self.inner.table, tenant, deadline) {
+        if let (Some(t), Some(name), None, false) = (
+            &self.inner.table,
+            tenant,
+            deadline,
+            fast & fast::RETIRED != 0,
+        ) {
             if let Some(d) = self.admit_known(t, name, fast) {
                 return d;
             }
@@ -86,9 +91,7 @@ impl Dependency {
             return Some(Ok(self.admitted(raw, Some(r.part))));
         }
         match w.phase() {
-            Phase::Open if fast & fast::RETIRED == 0 => {
-                Some(self.decode(self.refuse_known(t, r.slot, r.part, w)?))
-            }
+            Phase::Open => Some(self.decode(self.refuse_known(t, r.slot, r.part, w)?)),
             _ => None,
         }
     }
@@ -172,11 +175,11 @@ impl Dependency {
     }
 
     /// A closed word of the partition at `slot` admits without a clock
-    /// (unless `slow_call` times the call, or a reload retired the
-    /// dependency, as `fast` says): `machine::admits_closed`.
+    /// (unless `slow_call` times the call, as `fast` says):
+    /// `machine::admits_closed`.
     #[inline]
     pub(crate) fn admit_closed(&self, slot: u32, w: Word, fast: u32) -> Option<PermitData> {
-        if fast & (fast::TIMES_CALLS | fast::RETIRED) != 0 {
+        if fast & fast::TIMES_CALLS != 0 {
             return None;
         }
         machine::admits_closed(w).map(|generation| closed_permit(slot, generation))
