@@ -534,3 +534,36 @@ fn c20_slow_call_added_by_a_reload_times_calls() {
     p.record(Outcome::Success);
     assert_eq!(d.state(None).unwrap(), State::Open);
 }
+
+#[test]
+fn c20_removed_tenant_scoped_dependency_refuses_its_known_tenants() {
+    let bank = Bank::with_clock(
+        yaml(&[
+            &dep("payments_client", "tenant", 2, ""),
+            &dep("email_client", "global", 3, ""),
+        ]),
+        ManualClock::new(),
+    );
+    let gone = bank.dependency("payments_client").unwrap();
+    // Known tenants, closed and open: the fast paths' cases.
+    admitted(gone.admit(Some("acme"), None).unwrap()).record(Outcome::Success);
+    fail(&gone, Some("globex"), 2);
+    let held = admitted(gone.admit(Some("acme"), None).unwrap());
+    bank.reload(yaml(&[&dep("email_client", "global", 3, "")]))
+        .unwrap();
+    for t in ["acme", "globex", "initech"] {
+        assert!(
+            matches!(
+                gone.admit(Some(t), None),
+                Err(AdmitError::UnknownDependency)
+            ),
+            "{t}"
+        );
+        assert_eq!(gone.state(Some(t)), Err(AdmitError::UnknownDependency));
+    }
+    assert_eq!(
+        gone.admit(None, None).err(),
+        Some(AdmitError::UnknownDependency)
+    );
+    held.record(Outcome::Failure);
+}
