@@ -200,7 +200,12 @@ impl Dependency {
         counted: Outcome,
         value: impl FnOnce() -> T,
     ) {
-        if counted == Outcome::Success && self.inner.stale.get().is_some() {
+        // The fallback in force decides: a cache kept from an earlier
+        // `stale` profile is not filled while another fallback is declared.
+        if counted == Outcome::Success
+            && matches!(self.fallback(), Fallback::Stale { .. })
+            && self.inner.stale.get().is_some()
+        {
             self.cache_put(tenant, cache_key.unwrap_or(DEFAULT_CACHE_KEY), value());
         }
     }
