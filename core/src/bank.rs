@@ -262,6 +262,13 @@ impl Bank {
     ///   and a `max_tenants` above what its table was built with (each
     ///   would need new partitions).
     ///
+    /// Memory: a removed (or restarted) dependency's partitions stay
+    /// allocated until the bank is dropped, since its id keeps answering
+    /// (C callers resolve by id on every call), and each reload keeps the
+    /// previous tuning of every dependency it kept (a few hundred bytes);
+    /// a bank whose reloads add and remove dependencies without end grows
+    /// with them.
+    ///
     /// Listeners receive a [`EventKind::Reload`](crate::EventKind::Reload)
     /// event for each dependency kept, added or removed. The healthy
     /// admission path reads nothing a reload writes but one flag word.
