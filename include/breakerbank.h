@@ -209,6 +209,12 @@ enum bb_event_kind
    * per trip-to-close episode.
    */
   BB_EVENT_STUCK = 3,
+  /**
+   * `bb_bank_reload` put a new profile in force (C20): one event for
+   * each dependency it kept, added or removed, with partition `*` and
+   * no states.
+   */
+  BB_EVENT_RELOAD = 4,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -443,11 +449,35 @@ bb_status bb_bank_from_yaml(const char *yaml, size_t len, bool manual_clock, str
 bb_status bb_bank_free(struct bb_bank *bank);
 
 /**
+ * Puts a new YAML profile in force on a running bank (C20), all or
+ * nothing: on `BB_ERR_CONFIG` nothing changed and `bb_last_error` names
+ * every problem (a profile error, a dependency whose trip policy kind or
+ * `window` changed, a `max_tenants` above what its table was built
+ * with).
+ *
+ * A dependency whose name and isolation are unchanged keeps its id and
+ * every partition's state, counters and permits; the next decision uses
+ * the new values, and an open breaker keeps the open-until it has. A
+ * removed dependency's id answers `BB_ERR_UNKNOWN_DEPENDENCY` from then
+ * on (`bb_admit`, `bb_state`, operator actions), while its permits
+ * already issued are still accepted by `bb_record` (each once, counted
+ * nowhere that matters). An added dependency, or one whose `isolation`
+ * changed, gets a new id: look it up with `bb_dependency_id`. Emits a
+ * `BB_EVENT_RELOAD` per dependency kept, added or removed. Thread-safe:
+ * reloads are applied one at a time, and admission goes on meanwhile.
+ *
+ * # Safety
+ *
+ * `bank` is a live bank; `yaml` points to `len` readable bytes.
+ */
+bb_status bb_bank_reload(const struct bb_bank *bank, const char *yaml, size_t len);
+
+/**
  * Looks up a dependency's id by name: resolve once, then admit by id with
  * no string hashing of the name on the hot path.
  *
- * `BB_ERR_UNKNOWN_DEPENDENCY` when the profile has no such dependency.
- * Thread-safe.
+ * `BB_ERR_UNKNOWN_DEPENDENCY` when the profile in force has no such
+ * dependency. Thread-safe.
  *
  * # Safety
  *
@@ -487,8 +517,10 @@ bb_status bb_admit(const struct bb_bank *bank, uint32_t dep, const char *tenant,
  * nothing. A permit from an earlier generation of its breaker
  * (the breaker changed state since) is counted as a late record only, and
  * a probe's slot is returned. `outcome` outside `bb_outcome` is
- * `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). Thread-safe;
- * any thread may record a permit admitted on another.
+ * `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a
+ * dependency a reload has removed since is redeemed as usual and changes
+ * nothing that is still in force (C20). Thread-safe; any thread may
+ * record a permit admitted on another.
  *
  * # Safety
  *

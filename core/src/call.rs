@@ -32,6 +32,9 @@ pub enum CallError<E> {
         /// The length given, in bytes.
         len: usize,
     },
+    /// The handle's dependency was removed from the bank by a reload, or
+    /// its isolation changed (C20): nothing ran, nothing was counted.
+    UnknownDependency,
 }
 
 impl<E> From<AdmitError> for CallError<E> {
@@ -39,6 +42,7 @@ impl<E> From<AdmitError> for CallError<E> {
         match e {
             AdmitError::TenantRequired => CallError::TenantRequired,
             AdmitError::InvalidTenant { len } => CallError::InvalidTenant { len },
+            AdmitError::UnknownDependency => CallError::UnknownDependency,
         }
     }
 }
@@ -53,6 +57,7 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
             CallError::InvalidTenant { len } => {
                 fmt::Display::fmt(&AdmitError::InvalidTenant { len: *len }, f)
             }
+            CallError::UnknownDependency => fmt::Display::fmt(&AdmitError::UnknownDependency, f),
         }
     }
 }
@@ -95,7 +100,7 @@ impl Dependency {
         rejection: &Rejection<'_>,
     ) -> DependencyUnavailable {
         DependencyUnavailable {
-            dependency: self.inner.config.name.clone(),
+            dependency: self.inner.name.clone(),
             partition: self.partition_of(tenant),
             code: rejection.fallback.code().map(str::to_string),
             retry_after: rejection.retry_after,
@@ -119,14 +124,14 @@ impl Dependency {
         degraded: Option<impl FnOnce() -> Option<T>>,
     ) -> Result<T, DependencyUnavailable> {
         let inner = &*self.inner;
-        let tenant = match self.tenant(tenant) {
+        let tenant = match self.tenant_rule(tenant) {
             Ok(t) => t,
-            Err(AdmitError::TenantRequired) => None,
+            Err(AdmitError::TenantRequired | AdmitError::UnknownDependency) => None,
             Err(AdmitError::InvalidTenant { .. }) => {
                 return Err(DependencyUnavailable {
-                    dependency: inner.config.name.clone(),
+                    dependency: inner.name.clone(),
                     partition: OVERFLOW.to_string(),
-                    code: inner.config.fallback.code().map(str::to_string),
+                    code: rejection.fallback.code().map(str::to_string),
                     retry_after: rejection.retry_after,
                 })
             }
@@ -140,12 +145,12 @@ impl Dependency {
             }
         };
         let unavailable = |code: Option<String>| DependencyUnavailable {
-            dependency: inner.config.name.clone(),
+            dependency: inner.name.clone(),
             partition: partition.clone(),
             code,
             retry_after: rejection.retry_after,
         };
-        match &inner.config.fallback {
+        match rejection.fallback {
             Fallback::Error { code } => {
                 count(|s| &s.fallback_error_total);
                 Err(unavailable(Some(code.clone())))
@@ -165,7 +170,7 @@ impl Dependency {
                 let key = cache_key.unwrap_or(DEFAULT_CACHE_KEY);
                 let hit = inner
                     .stale
-                    .as_ref()
+                    .get()
                     .and_then(|c| c.get::<T>(owner, key, inner.clock.now(), *max_staleness));
                 match hit {
                     Some(v) => {
@@ -195,7 +200,12 @@ impl Dependency {
         counted: Outcome,
         value: impl FnOnce() -> T,
     ) {
-        if counted == Outcome::Success && self.inner.stale.is_some() {
+        // The fallback in force decides: a cache kept from an earlier
+        // `stale` profile is not filled while another fallback is declared.
+        if counted == Outcome::Success
+            && matches!(self.fallback(), Fallback::Stale { .. })
+            && self.inner.stale.get().is_some()
+        {
             self.cache_put(tenant, cache_key.unwrap_or(DEFAULT_CACHE_KEY), value());
         }
     }
@@ -210,10 +220,10 @@ impl Dependency {
         key: &str,
         value: T,
     ) {
-        if let Some(c) = &self.inner.stale {
-            let owner = match self.tenant(tenant) {
+        if let Some(c) = self.inner.stale.get() {
+            let owner = match self.tenant_rule(tenant) {
                 Ok(t) => t.unwrap_or(GLOBAL),
-                Err(AdmitError::TenantRequired) => GLOBAL,
+                Err(AdmitError::TenantRequired | AdmitError::UnknownDependency) => GLOBAL,
                 Err(AdmitError::InvalidTenant { .. }) => return,
             };
             c.put(owner, key, self.inner.clock.now(), value);

@@ -22,16 +22,21 @@ pub enum EventKind {
     ForcedOpen,
     /// It has not closed within its recovery bound (C15).
     Stuck,
+    /// A reload put a new profile in force (C20): one event for each
+    /// dependency it kept, added or removed, with partition `*` (all of
+    /// them) and no states.
+    Reload,
 }
 
 impl EventKind {
-    /// `"transition"`, `"reset"`, `"forced_open"` or `"stuck"`.
+    /// `"transition"`, `"reset"`, `"forced_open"`, `"stuck"` or `"reload"`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Transition => "transition",
             EventKind::Reset => "reset",
             EventKind::ForcedOpen => "forced_open",
             EventKind::Stuck => "stuck",
+            EventKind::Reload => "reload",
         }
     }
 }

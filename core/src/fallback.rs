@@ -3,7 +3,7 @@
 
 use crate::clock::Instant;
 use crate::sync::StdArc as KeyArc;
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::any::Any;
 use std::fmt;
 use std::time::Duration;
@@ -99,6 +99,10 @@ impl fmt::Display for DependencyUnavailable {
 
 impl std::error::Error for DependencyUnavailable {}
 
+fn nanos_of(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Entries kept per stale cache, whatever the number of keys callers use.
 pub const STALE_CACHE_CAPACITY: usize = 65_536;
 
@@ -118,7 +122,8 @@ type Value = KeyArc<dyn Any + Send + Sync>;
 pub(crate) struct StaleCache {
     map: papaya::HashMap<CacheKey, (Instant, Value), foldhash::fast::RandomState>,
     capacity: usize,
-    max_staleness: Duration,
+    /// In ns: what trimming drops first. Set again by a reload (C20).
+    max_staleness: AtomicU64,
     /// Held (by `try`, never waited for) by the writer that trims the map.
     trimming: AtomicBool,
 }
@@ -162,9 +167,17 @@ impl StaleCache {
                 .hasher(foldhash::fast::RandomState::default())
                 .build(),
             capacity,
-            max_staleness,
+            max_staleness: AtomicU64::new(nanos_of(max_staleness)),
             trimming: AtomicBool::new(false),
         }
+    }
+
+    /// The age past which trimming drops entries first (a reload's new
+    /// `max_staleness`).
+    pub(crate) fn set_max_staleness(&self, max_staleness: Duration) {
+        // Relaxed: a trimming hint; no other memory is published with it.
+        self.max_staleness
+            .store(nanos_of(max_staleness), Ordering::Relaxed);
     }
 
     pub(crate) fn put<T: Clone + Send + Sync + 'static>(
@@ -196,9 +209,11 @@ impl StaleCache {
         }
         let target = self.capacity - self.capacity / 16;
         let map = self.map.pin();
+        // Relaxed: see `set_max_staleness`.
+        let max = Duration::from_nanos(self.max_staleness.load(Ordering::Relaxed));
         let stale: Vec<CacheKey> = map
             .iter()
-            .filter(|(_, (at, _))| now.saturating_duration_since(*at) > self.max_staleness)
+            .filter(|(_, (at, _))| now.saturating_duration_since(*at) > max)
             .map(|(k, _)| k.clone())
             .collect();
         for k in &stale {

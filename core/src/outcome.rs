@@ -22,6 +22,11 @@ pub enum AdmitError {
         /// The length given, in bytes.
         len: usize,
     },
+    /// The handle's dependency is no longer in the bank: a reload removed
+    /// it, or changed its isolation, which makes it a new dependency
+    /// (C20). Resolve the name again with
+    /// [`Bank::dependency`](crate::Bank::dependency).
+    UnknownDependency,
 }
 
 impl fmt::Display for AdmitError {
@@ -33,6 +38,9 @@ impl fmt::Display for AdmitError {
             AdmitError::InvalidTenant { len } => write!(
                 f,
                 "a tenant id is 1 to {MAX_TENANT_LEN} bytes of UTF-8; this one is {len} bytes"
+            ),
+            AdmitError::UnknownDependency => f.write_str(
+                "this dependency was removed from the bank's profile by a reload (or its isolation changed): resolve it again by name",
             ),
         }
     }

@@ -37,6 +37,11 @@ impl ConfigError {
         }
     }
 
+    /// An error of every problem in `problems` (not empty).
+    pub(crate) fn many(problems: Vec<String>) -> Self {
+        Self { problems }
+    }
+
     /// Each problem, one sentence each.
     pub fn problems(&self) -> &[String] {
         &self.problems
@@ -202,6 +207,50 @@ impl Profile {
     /// The dependencies, in declaration order.
     pub fn dependencies(&self) -> &[DependencyConfig] {
         &self.deps
+    }
+
+    /// A dry run of [`Bank::reload`](crate::Bank::reload) (C20): what
+    /// reloading `next` into a bank built from this profile would refuse,
+    /// without a bank. (`max_tenants` is checked against this profile's,
+    /// the size a bank built from it gives each table.)
+    ///
+    /// ```
+    /// use breakerbank::Profile;
+    /// let p = |trip: &str| Profile::from_yaml(&format!(r#"
+    /// dependencies:
+    ///   email_client:
+    ///     isolation: global
+    ///     trip: {trip}
+    ///     open_duration: 15s
+    ///     half_open: {{probe_budget: 1, success_threshold: 1}}
+    ///     fallback: {{kind: degraded}}
+    ///     recovery_bound: 2m
+    /// "#)).unwrap();
+    /// let running = p("{consecutive_failures: 5}");
+    /// assert!(running.check_reload(&p("{consecutive_failures: 3}")).is_ok());
+    /// let err = running
+    ///     .check_reload(&p("{failure_rate: 0.5, min_calls: 20, window: 10s}"))
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("email_client"));
+    /// ```
+    pub fn check_reload(&self, next: &Profile) -> Result<(), ConfigError> {
+        let problems: Vec<String> = next
+            .deps
+            .iter()
+            .filter_map(|new| {
+                let old = self
+                    .deps
+                    .iter()
+                    .find(|d| d.name == new.name && d.isolation == new.isolation)?;
+                let capacity = (old.isolation == Isolation::Tenant).then_some(old.max_tenants);
+                crate::dependency::reload_refusal(&old.trip, capacity, new)
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::many(problems))
+        }
     }
 
     /// The bytes the dependencies' partition tables may take when the

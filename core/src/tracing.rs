@@ -93,6 +93,7 @@ fn describe(event: &Event) -> (Severity, &'static str) {
         EventKind::Reset => (Severity::Info, "breaker reset"),
         EventKind::ForcedOpen => (Severity::Warn, "breaker forced open"),
         EventKind::Stuck => (Severity::Error, "breaker stuck past its recovery bound"),
+        EventKind::Reload => (Severity::Info, "profile reloaded"),
     }
 }
 
@@ -106,6 +107,7 @@ fn describe(event: &Event) -> (Severity, &'static str) {
 /// | transition half-open → closed  | `probes_succeeded` (C8) |
 /// | reset, forced open             | `operator` (C11)     |
 /// | stuck                          | `recovery_bound` (C15) |
+/// | reload                         | `reload` (C20)       |
 ///
 /// Exhaustive over [`EventKind`], with no wildcard, as [`emit`]'s level is.
 pub fn reason(event: &Event) -> &'static str {
@@ -119,5 +121,6 @@ pub fn reason(event: &Event) -> &'static str {
         },
         EventKind::Reset | EventKind::ForcedOpen => "operator",
         EventKind::Stuck => "recovery_bound",
+        EventKind::Reload => "reload",
     }
 }

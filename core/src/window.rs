@@ -72,7 +72,7 @@ pub(crate) fn window_stripes() -> usize {
 
 /// A bucket word after counting one call of epoch `e` into `cur`, and
 /// whether that halved a full bucket.
-#[inline]
+#[inline(always)]
 fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
     // The usual case first, as one add: the bucket is of this epoch and not
     // full (failures never outnumber calls, so neither count carries).

@@ -193,6 +193,31 @@ fn c11_resets_and_forced_opens_are_tracing_events() {
 }
 
 #[test]
+fn c20_a_reload_is_an_info_event_naming_each_dependency() {
+    let name = "traced_reload_client";
+    let (bank, _clock) = traced_bank(name, "global");
+    let profile = Profile::from_yaml(&format!(
+        "dependencies:
+  {name}:
+    isolation: global
+    trip: {{consecutive_failures: 4}}
+    open_duration: 10s
+    half_open: {{probe_budget: 1, success_threshold: 1}}
+    fallback: {{kind: error, code: DOWN}}
+    recovery_bound: 1m
+"
+    ))
+    .unwrap();
+    bank.reload(profile).unwrap();
+    let events = events_of(&bank, name);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].field("kind"), Some("reload"));
+    assert_eq!(events[0].field("reason"), Some("reload"));
+    assert_eq!(events[0].field("partition"), Some("*"));
+    assert_eq!(events[0].level, Level::INFO);
+}
+
+#[test]
 fn c15_a_stuck_alert_is_an_error_event() {
     let name = "traced_stuck_client";
     let (bank, clock) = traced_bank(name, "global");

@@ -92,7 +92,33 @@ fn tenant_refused(dep: &Dependency, e: AdmitError) -> Fail {
             bb_status::BB_ERR_INVALID_TENANT,
             format!("dependency `{}`: {e}", dep.name()),
         ),
+        AdmitError::UnknownDependency => Fail::new(
+            bb_status::BB_ERR_UNKNOWN_DEPENDENCY,
+            format!(
+                "dependency `{}` (id {}) was removed from the bank's profile by a reload, or its isolation changed; look its id up again with bb_dependency_id",
+                dep.name(),
+                dep.id()
+            ),
+        ),
     }
+}
+
+/// `BB_ERR_CONFIG` with the profile's problems.
+#[cold]
+fn config_error(e: breakerbank::ConfigError) -> Fail {
+    Fail::new(bb_status::BB_ERR_CONFIG, e.to_string())
+}
+
+/// The profile in the `len` bytes at `yaml`: `BB_ERR_INVALID_ARGUMENT` for
+/// a bad pointer or UTF-8, `BB_ERR_CONFIG` for a bad profile.
+///
+/// # Safety
+///
+/// `yaml` points to `len` readable bytes (or is NULL, refused).
+unsafe fn profile_arg(yaml: *const c_char, len: usize) -> Result<Profile, Fail> {
+    // SAFETY: forwarded from this function's contract.
+    let text = unsafe { str_arg(yaml, len, "yaml") }?;
+    Profile::from_yaml(text).map_err(config_error)
 }
 
 fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
@@ -128,15 +154,13 @@ pub extern "C" fn bb_bank_from_yaml(
     ffi_boundary! {
         let out = try_out!(out, "out");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
-        let text = unsafe { str_arg(yaml, len, "yaml") }?;
-        let config = |e: breakerbank::ConfigError| Fail::new(bb_status::BB_ERR_CONFIG, e.to_string());
-        let profile = Profile::from_yaml(text).map_err(config)?;
+        let profile = unsafe { profile_arg(yaml, len) }?;
         let bank = if manual_clock {
             Bank::try_with_clock(profile, ManualClock::new())
         } else {
             Bank::try_new(profile)
         }
-        .map_err(config)?;
+        .map_err(config_error)?;
         let serial = loop {
             // Relaxed: a unique tag only; skip 0 when the counter wraps.
             let s = SERIALS.fetch_add(1, Ordering::Relaxed);
@@ -184,11 +208,45 @@ pub extern "C" fn bb_bank_free(bank: *mut bb_bank) -> bb_status {
     }
 }
 
+/// Puts a new YAML profile in force on a running bank (C20), all or
+/// nothing: on `BB_ERR_CONFIG` nothing changed and `bb_last_error` names
+/// every problem (a profile error, a dependency whose trip policy kind or
+/// `window` changed, a `max_tenants` above what its table was built
+/// with).
+///
+/// A dependency whose name and isolation are unchanged keeps its id and
+/// every partition's state, counters and permits; the next decision uses
+/// the new values, and an open breaker keeps the open-until it has. A
+/// removed dependency's id answers `BB_ERR_UNKNOWN_DEPENDENCY` from then
+/// on (`bb_admit`, `bb_state`, operator actions), while its permits
+/// already issued are still accepted by `bb_record` (each once, counted
+/// nowhere that matters). An added dependency, or one whose `isolation`
+/// changed, gets a new id: look it up with `bb_dependency_id`. Emits a
+/// `BB_EVENT_RELOAD` per dependency kept, added or removed. Thread-safe:
+/// reloads are applied one at a time, and admission goes on meanwhile.
+///
+/// # Safety
+///
+/// `bank` is a live bank; `yaml` points to `len` readable bytes.
+#[no_mangle]
+pub extern "C" fn bb_bank_reload(
+    bank: *const bb_bank,
+    yaml: *const c_char,
+    len: usize,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
+        let profile = unsafe { profile_arg(yaml, len) }?;
+        bank.bank.reload(profile).map_err(config_error)
+    }
+}
+
 /// Looks up a dependency's id by name: resolve once, then admit by id with
 /// no string hashing of the name on the hot path.
 ///
-/// `BB_ERR_UNKNOWN_DEPENDENCY` when the profile has no such dependency.
-/// Thread-safe.
+/// `BB_ERR_UNKNOWN_DEPENDENCY` when the profile in force has no such
+/// dependency. Thread-safe.
 ///
 /// # Safety
 ///
@@ -319,8 +377,10 @@ pub extern "C" fn bb_admit(
 /// nothing. A permit from an earlier generation of its breaker
 /// (the breaker changed state since) is counted as a late record only, and
 /// a probe's slot is returned. `outcome` outside `bb_outcome` is
-/// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). Thread-safe;
-/// any thread may record a permit admitted on another.
+/// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a
+/// dependency a reload has removed since is redeemed as usual and changes
+/// nothing that is still in force (C20). Thread-safe; any thread may
+/// record a permit admitted on another.
 ///
 /// # Safety
 ///

@@ -31,6 +31,10 @@ pub enum bb_event_kind {
     /// The breaker has not closed within its `recovery_bound` (C15); once
     /// per trip-to-close episode.
     BB_EVENT_STUCK = 3,
+    /// `bb_bank_reload` put a new profile in force (C20): one event for
+    /// each dependency it kept, added or removed, with partition `*` and
+    /// no states.
+    BB_EVENT_RELOAD = 4,
 }
 
 /// One event, lent to the callback for the duration of the call: copy what
@@ -168,6 +172,7 @@ impl ListenerSlot {
                 EventKind::Reset => bb_event_kind::BB_EVENT_RESET,
                 EventKind::ForcedOpen => bb_event_kind::BB_EVENT_FORCED_OPEN,
                 EventKind::Stuck => bb_event_kind::BB_EVENT_STUCK,
+                EventKind::Reload => bb_event_kind::BB_EVENT_RELOAD,
             },
             dependency: e.dependency.as_ptr().cast(),
             dependency_len: e.dependency.len(),

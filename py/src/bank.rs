@@ -124,6 +124,17 @@ impl PyBank {
         Ok(build(&text, clock)?)
     }
 
+    /// Puts a new YAML profile in force (C20), all or nothing: a
+    /// ConfigError (listing every problem) leaves the running profile as
+    /// it was. Unchanged dependencies keep their breakers' state, counters,
+    /// calls in flight and stale values; the next decision uses the new
+    /// values. Handles of a removed dependency raise UnknownDependency.
+    fn reload(&self, py: Python<'_>, text: &str) -> Result<(), Error> {
+        let profile = Profile::from_yaml(text)?;
+        py.detach(|| self.bank.reload(profile))?;
+        Ok(())
+    }
+
     /// The dependency names, in profile order.
     #[getter]
     fn dependencies(&self) -> Vec<&str> {
@@ -197,8 +208,9 @@ impl PyBank {
         Ok(out)
     }
 
-    /// Calls `listener(event)` for every transition, reset, forced open and
-    /// stuck alert (C16), with `event` a dict: `kind`, `dependency`,
+    /// Calls `listener(event)` for every transition, reset, forced open,
+    /// stuck alert (C16) and reload (C20, one per dependency it kept,
+    /// added or removed, partition `"*"`), with `event` a dict: `kind`, `dependency`,
     /// `partition`, `at` (seconds on the bank's clock), `from`, `to`.
     /// An exception in the listener is reported as unraisable and ignored.
     /// Returns the listener, so this works as a decorator.

@@ -147,6 +147,9 @@ pub enum Error {
     Config(ConfigError),
     /// `bank[name]` for a name the profile does not declare.
     UnknownDependency { name: String, known: Vec<String> },
+    /// A handle whose dependency a reload removed (or restarted with
+    /// another isolation): C20.
+    Removed { dependency: String },
     /// Tenant-scoped dependency, no tenant.
     TenantRequired { dependency: String },
     /// Tenant-scoped dependency, a tenant id over the core's length limit.
@@ -187,6 +190,9 @@ impl Error {
             AdmitError::InvalidTenant { .. } => Error::InvalidTenant {
                 dependency: dependency.to_owned(),
                 error: e,
+            },
+            AdmitError::UnknownDependency => Error::Removed {
+                dependency: dependency.to_owned(),
             },
         }
     }
@@ -257,6 +263,13 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 &[(intern!(py, "dependency"), s(&dependency))],
             )?
         }
+        Error::Removed { dependency } => instantiate(
+            unknown_dependency(py)?,
+            format!(
+                "dependency `{dependency}` was removed from the bank's profile by a reload (or its isolation changed): get it again with bank[{dependency:?}]"
+            ),
+            &[(intern!(py, "dependency"), s(&dependency))],
+        )?,
         Error::InvalidTenant { dependency, error } => instantiate(
             invalid_tenant(py)?,
             format!("dependency `{dependency}`: {error}"),

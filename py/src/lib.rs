@@ -38,6 +38,34 @@ mod native {
     #[pymodule_export]
     use crate::fallback::PyFallback;
 
+    /// Every problem of the profile `text` (empty when it is valid), and,
+    /// given the `running` profile, every problem reloading `text` into a
+    /// bank built from it would meet (C20): a dry run that builds no bank.
+    #[pyfunction]
+    #[pyo3(signature = (text, running=None))]
+    fn check_profile(text: &str, running: Option<&str>) -> Vec<String> {
+        use breakerbank::Profile;
+        let next = match Profile::from_yaml(text) {
+            Ok(p) => p,
+            Err(e) => return e.problems().to_vec(),
+        };
+        let Some(running) = running else {
+            return Vec::new();
+        };
+        match Profile::from_yaml(running) {
+            Ok(r) => r
+                .check_reload(&next)
+                .err()
+                .map(|e| e.problems().to_vec())
+                .unwrap_or_default(),
+            Err(e) => e
+                .problems()
+                .iter()
+                .map(|p| format!("the running profile: {p}"))
+                .collect(),
+        }
+    }
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();

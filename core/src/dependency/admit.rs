@@ -50,7 +50,8 @@ impl Dependency {
         // paid for packing it and testing its kind again. Always inlined:
         // left to `#[inline]`, this outgrew LLVM's threshold and returned
         // its decision through memory.
-        if let (true, None) = (self.inner.global_untimed, deadline) {
+        let fast = self.inner.fast();
+        if let (true, None) = (fast & fast::GLOBAL_UNTIMED != 0, deadline) {
             let p = &*self.inner.shared;
             let w = p.cell.load();
             if let Some(generation) = machine::admits_closed(w) {
@@ -60,8 +61,13 @@ impl Dependency {
                 return self.decode(self.answer_open(p, w));
             }
         }
-        if let (Some(t), Some(name), None) = (&self.inner.table, tenant, deadline) {
-            if let Some(d) = self.admit_known(t, name) {
+        if let (Some(t), Some(name), None, false) = (
+            &self.inner.table,
+            tenant,
+            deadline,
+            fast & fast::RETIRED != 0,
+        ) {
+            if let Some(d) = self.admit_known(t, name, fast) {
                 return d;
             }
         }
@@ -77,9 +83,10 @@ impl Dependency {
         &'t self,
         t: &'t Table,
         tenant: &str,
+        fast: u32,
     ) -> Option<Result<Decision<'t>, AdmitError>> {
         let (r, w) = t.lookup_known(tenant)?;
-        if let Some(raw) = self.admit_closed(r.slot, w) {
+        if let Some(raw) = self.admit_closed(r.slot, w, fast) {
             r.part.touch(|| t.tick());
             return Some(Ok(self.admitted(raw, Some(r.part))));
         }
@@ -139,11 +146,12 @@ impl Dependency {
             AnswerKind::Admitted => Ok(self.admitted(a.raw(), None)),
             AnswerKind::Rejected(reason) => Ok(Decision::Rejected(Rejection {
                 reason,
-                fallback: &self.inner.config.fallback,
+                fallback: &self.inner.tuning().config.fallback,
                 retry_after: a.retry_after(),
             })),
             AnswerKind::TenantRequired => Err(AdmitError::TenantRequired),
             AnswerKind::InvalidTenant(len) => Err(AdmitError::InvalidTenant { len }),
+            AnswerKind::UnknownDependency => Err(AdmitError::UnknownDependency),
         }
     }
 
@@ -167,10 +175,11 @@ impl Dependency {
     }
 
     /// A closed word of the partition at `slot` admits without a clock
-    /// (unless `slow_call` times the call): `machine::admits_closed`.
+    /// (unless `slow_call` times the call, as `fast` says):
+    /// `machine::admits_closed`.
     #[inline]
-    pub(crate) fn admit_closed(&self, slot: u32, w: Word) -> Option<PermitData> {
-        if self.inner.times_calls {
+    pub(crate) fn admit_closed(&self, slot: u32, w: Word, fast: u32) -> Option<PermitData> {
+        if fast & fast::TIMES_CALLS != 0 {
             return None;
         }
         machine::admits_closed(w).map(|generation| closed_permit(slot, generation))
@@ -187,6 +196,8 @@ impl Dependency {
             Err(e) => return PackedAnswer::refused_tenant(e),
         };
         let inner = &*self.inner;
+        // One tuning for the whole decision (C20).
+        let tuning = inner.tuning();
         if let Some(d) = deadline {
             if inner.clock.now() >= d {
                 self.count_expired(tenant);
@@ -210,7 +221,7 @@ impl Dependency {
             let part = target.part;
             if target.made_closed {
                 // Admitted on the closed word this call installed.
-                let started_ns = if inner.times_calls {
+                let started_ns = if tuning.fast & fast::TIMES_CALLS != 0 {
                     inner.clock.now().as_nanos()
                 } else {
                     NOT_TIMED
@@ -226,7 +237,7 @@ impl Dependency {
             // global one does (`admit_closed`), with the same ownership
             // check as the CAS loop.
             let w = part.cell.load();
-            if let Some(raw) = self.admit_closed(target.slot, w) {
+            if let Some(raw) = self.admit_closed(target.slot, w, tuning.fast) {
                 if part.owned_by(w, owner) {
                     return PackedAnswer::admitted(raw);
                 }
@@ -234,7 +245,7 @@ impl Dependency {
             // The generation of the word decided on: whose counters a
             // refusal goes to.
             let seen = std::cell::Cell::new(owner.generation);
-            let Some(decided) = part.cell.admit(&inner.policy, &*inner.clock, |w| {
+            let Some(decided) = part.cell.admit(&tuning.policy, &*inner.clock, |w| {
                 seen.set(w.generation());
                 part.owned_by(w, owner)
             }) else {
@@ -258,7 +269,7 @@ impl Dependency {
             }
             return match adm {
                 Admission::Admit { generation, probe } => {
-                    let started_ns = if inner.config.slow_call.is_some() {
+                    let started_ns = if tuning.config.slow_call.is_some() {
                         inner.clock.now().as_nanos()
                     } else {
                         NOT_TIMED

@@ -9,8 +9,7 @@ use crate::metrics::Stats;
 use crate::outcome::*;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
 use crate::profile::{ConfigError, DependencyConfig, Isolation, TripPolicy};
-use crate::state::machine::Policy;
-use crate::sync::{epoch, AtomicU64, CachePadded, StdArc};
+use crate::sync::{epoch, AtomicPtr, AtomicU32, AtomicU64, CachePadded, Mutex, Ordering, StdArc};
 use crate::table::{Resolved, Table};
 use crate::window::Window;
 use std::fmt;
@@ -21,10 +20,12 @@ mod held;
 mod operate;
 pub(crate) mod permit;
 mod record;
+mod reload;
 mod sweep;
 
 pub use self::held::HeldPermit;
 pub use self::permit::{Decision, Permit, RawPermit};
+pub(crate) use self::reload::{fast, refusal as reload_refusal, Tuning};
 pub use self::sweep::Stuck;
 pub(crate) use self::sweep::Sweeper;
 
@@ -36,21 +37,24 @@ pub(crate) enum Parts<'a> {
 }
 
 pub(crate) struct DepInner {
-    /// `slow_call` is set: admissions read the clock.
-    pub(crate) times_calls: bool,
-    /// Global and not `times_calls`: a closed word admits on one load of `shared`.
-    pub(crate) global_untimed: bool,
-    /// Global, failure-rate policy, not `times_calls`, and a window whose buckets
-    /// a coarse reading places: closed outcomes go to the window without
-    /// the cell's CAS loop (see `record_windowed`).
-    pub(crate) global_coarse_window: bool,
-    /// Consecutive policy and no `slow_call`: a closed success with no
-    /// failures counted is a no-op, decidable with one load.
-    pub(crate) success_decided_by_load: bool,
+    /// The fast-path bits of the current [`Tuning`] (see [`fast`]), and
+    /// [`fast::RETIRED`]: one relaxed load decides which path an admission
+    /// or a record takes. Set by a reload after the tuning it describes.
+    pub(crate) fast: AtomicU32,
+    /// The current [`Tuning`]: one of `tunings`, never freed before the
+    /// dependency (a [`Rejection`] borrows its fallback), so reading it
+    /// needs no pin. Read once per decision that needs more than `fast`.
+    tuning: AtomicPtr<Tuning>,
+    /// Every tuning this dependency has had, the current one last: what
+    /// keeps `tuning` alive. A reload adds one.
+    // Boxed: `tuning` points into each box, which must not move when the
+    // vector grows.
+    #[allow(clippy::vec_box)]
+    tunings: Mutex<Vec<Box<Tuning>>>,
     pub(crate) id: u32,
-    pub(crate) config: DependencyConfig,
-    pub(crate) policy: Policy,
-    pub(crate) rate: Option<(f64, u64)>,
+    /// The name and isolation: what a reload keeps a dependency by (C20).
+    pub(crate) name: String,
+    pub(crate) isolation: Isolation,
     pub(crate) clock: StdArc<dyn Clock>,
     /// The clock again when it is the system one: its coarse reading is
     /// then one inlined load, not a dynamic call.
@@ -66,7 +70,11 @@ pub(crate) struct DepInner {
     pub(crate) shared_stats: Stats,
     /// The tenant partitions (slots 1…), for tenant isolation.
     pub(crate) table: Option<Table>,
-    pub(crate) stale: Option<StaleCache>,
+    /// Made with the dependency when its fallback is `stale`, or by the
+    /// first reload that makes it so; kept from then on, also while a
+    /// later profile declares another fallback (C20 keeps it across
+    /// reloads).
+    pub(crate) stale: std::sync::OnceLock<StaleCache>,
     pub(crate) events: StdArc<EventBus>,
     pub(crate) sweeper: StdArc<Sweeper>,
     /// Bank-clock time (ns) from which the sweep has something to do for
@@ -86,8 +94,8 @@ pub struct Dependency {
 impl fmt::Debug for Dependency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Dependency")
-            .field("name", &self.inner.config.name)
-            .field("isolation", &self.inner.config.isolation)
+            .field("name", &self.inner.name)
+            .field("isolation", &self.inner.isolation)
             .finish()
     }
 }
@@ -134,21 +142,9 @@ impl Dependency {
         events: StdArc<EventBus>,
         sweeper: StdArc<Sweeper>,
     ) -> Result<Self, ConfigError> {
-        let (consecutive, rate, window) = match config.trip {
-            TripPolicy::ConsecutiveFailures(n) => (Some(n), None, None),
-            TripPolicy::FailureRate {
-                rate,
-                min_calls,
-                window,
-            } => (None, Some((rate, u64::from(min_calls))), Some(window)),
-        };
-        let policy = Policy {
-            consecutive_failures: consecutive,
-            probe_budget: config.probe_budget,
-            success_threshold: config.success_threshold,
-            open_duration: config.open_duration,
-            backoff: config.backoff.map(|b| (b.multiplier, b.max)),
-            probe_timeout: config.probe_timeout,
+        let window = match config.trip {
+            TripPolicy::FailureRate { window, .. } => Some(window),
+            TripPolicy::ConsecutiveFailures(_) => None,
         };
         // The global or overflow partition's window: shared by every caller
         // (an overflow one by every tenant that finds no room) and never
@@ -173,24 +169,23 @@ impl Dependency {
             }
             _ => None,
         };
+        let coarse_window = shared.window().is_some_and(|w| w.coarse_ok());
+        let tuning = Box::new(Tuning::of(config, table.is_some(), coarse_window));
+        let fast = tuning.fast;
         Ok(Self {
             inner: StdArc::new(DepInner {
-                times_calls: config.slow_call.is_some(),
-                global_untimed: table.is_none() && config.slow_call.is_none(),
-                global_coarse_window: table.is_none()
-                    && config.slow_call.is_none()
-                    && shared.window().is_some_and(|w| w.coarse_ok()),
-                success_decided_by_load: consecutive.is_some() && config.slow_call.is_none(),
+                fast: AtomicU32::new(fast),
+                tuning: AtomicPtr::new(std::ptr::from_ref(&*tuning).cast_mut()),
                 id,
-                config,
-                policy,
-                rate,
+                name: tuning.config.name.clone(),
+                isolation: tuning.config.isolation,
+                tunings: Mutex::new(vec![tuning]),
                 mono: clock.as_monotonic().copied(),
                 clock,
                 shared: CachePadded::new(shared),
                 shared_stats,
                 table,
-                stale,
+                stale: stale.map_or_else(std::sync::OnceLock::new, Into::into),
                 events,
                 sweeper,
                 sweep_due: AtomicU64::new(u64::MAX),
@@ -200,7 +195,7 @@ impl Dependency {
 
     /// The dependency's name.
     pub fn name(&self) -> &str {
-        &self.inner.config.name
+        &self.inner.name
     }
 
     /// Its index in the bank (stable; what the C API calls its id).
@@ -210,22 +205,24 @@ impl Dependency {
 
     /// Whether each tenant has its own breaker.
     pub fn is_tenant_scoped(&self) -> bool {
-        self.inner.config.isolation == Isolation::Tenant
+        self.inner.isolation == Isolation::Tenant
     }
 
-    /// The declared fallback.
+    /// The declared fallback, as the profile in force now declares it
+    /// (a reload may change it: C20).
     pub fn fallback(&self) -> &Fallback {
-        &self.inner.config.fallback
+        &self.inner.tuning().config.fallback
     }
 
-    /// The validated configuration.
+    /// The validated configuration in force now (a reload may replace it:
+    /// C20).
     pub fn config(&self) -> &DependencyConfig {
-        &self.inner.config
+        &self.inner.tuning().config
     }
 
     /// Calls at least this slow count as failures.
     pub fn slow_call(&self) -> Option<Duration> {
-        self.inner.config.slow_call
+        self.inner.tuning().config.slow_call
     }
 
     /// Now, on the bank's clock.
@@ -253,7 +250,22 @@ impl Dependency {
     /// The tenant as this dependency takes it: none for a global one
     /// (which ignores it, whatever it is), else a non-empty id of at most
     /// [`MAX_TENANT_LEN`] bytes (C9). The one place the rule is applied.
+    /// A dependency a reload removed refuses here, before anything else
+    /// ([`AdmitError::UnknownDependency`], C20): admission's general path,
+    /// state reads and operator actions all start here.
     pub(crate) fn tenant<'t>(
+        &self,
+        tenant: Option<&'t str>,
+    ) -> Result<Option<&'t str>, AdmitError> {
+        if self.is_retired() {
+            return Err(AdmitError::UnknownDependency);
+        }
+        self.tenant_rule(tenant)
+    }
+
+    /// [`Dependency::tenant`] without the retirement check: for serving a
+    /// fallback decided before a reload removed the dependency.
+    pub(crate) fn tenant_rule<'t>(
         &self,
         tenant: Option<&'t str>,
     ) -> Result<Option<&'t str>, AdmitError> {

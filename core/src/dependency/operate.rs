@@ -144,7 +144,7 @@ impl Dependency {
         let at = inner.clock.now();
         inner.events.emit(|| Event {
             kind,
-            dependency: inner.config.name.clone(),
+            dependency: inner.name.clone(),
             partition,
             at,
             from: Some(State::Closed),
@@ -225,7 +225,7 @@ impl Dependency {
 
     pub(crate) fn snapshot(&self, now: Instant) -> DependencyMetrics {
         let inner = &*self.inner;
-        let bound = inner.config.recovery_bound;
+        let bound = inner.tuning().config.recovery_bound;
         let mut partitions = Vec::new();
         let read = |slot: u32, part: &Partition, name: String| {
             self.check_stuck(slot, part);
@@ -257,7 +257,7 @@ impl Dependency {
             }
         }
         DependencyMetrics {
-            name: inner.config.name.clone(),
+            name: inner.name.clone(),
             partitions,
         }
     }
@@ -266,7 +266,7 @@ impl Dependency {
         let mut push = |name: String, open_for: Option<Duration>| {
             if let Some(open_for) = open_for {
                 out.push(Stuck {
-                    dependency: self.inner.config.name.clone(),
+                    dependency: self.inner.name.clone(),
                     partition: name,
                     open_for,
                 });

@@ -140,6 +140,7 @@ pub(crate) enum AnswerKind {
     Rejected(RejectReason),
     TenantRequired,
     InvalidTenant(usize),
+    UnknownDependency,
 }
 
 /// The permit of a call admitted on a closed word of `generation` of the
@@ -162,6 +163,7 @@ impl PackedAnswer {
     const DEADLINE: u64 = 4;
     const TENANT: u64 = 5;
     const INVALID_TENANT: u64 = 6;
+    const UNKNOWN_DEPENDENCY: u64 = 7;
     const SLOT: u64 = (1 << 21) - 1;
     const KIND_SHIFT: u32 = 21;
     const KIND: u64 = 0b111;
@@ -187,6 +189,10 @@ impl PackedAnswer {
         match e {
             AdmitError::TenantRequired => Self::TENANT_REQUIRED,
             AdmitError::InvalidTenant { len } => Self::invalid_tenant(len),
+            AdmitError::UnknownDependency => PackedAnswer {
+                bits: Self::UNKNOWN_DEPENDENCY << Self::KIND_SHIFT,
+                nanos: Self::NONE,
+            },
         }
     }
 
@@ -237,6 +243,7 @@ impl PackedAnswer {
             Self::FORCED_OPEN => AnswerKind::Rejected(RejectReason::ForcedOpen),
             Self::DEADLINE => AnswerKind::Rejected(RejectReason::DeadlineExpired),
             Self::INVALID_TENANT => AnswerKind::InvalidTenant(self.nanos as usize),
+            Self::UNKNOWN_DEPENDENCY => AnswerKind::UnknownDependency,
             _ => AnswerKind::TenantRequired,
         }
     }

@@ -57,7 +57,7 @@ impl Dependency {
         outcome: Outcome,
     ) -> bool {
         outcome == Outcome::Success
-            && self.inner.success_decided_by_load
+            && self.inner.fast() & fast::SUCCESS_BY_LOAD != 0
             && part
                 .or_else(|| self.partition_by_slot(raw.slot))
                 .is_some_and(|part| {
@@ -136,8 +136,10 @@ impl Dependency {
         let Some(part) = self.partition_by_slot(permit.slot) else {
             return outcome;
         };
+        // One tuning for the whole record (C20).
+        let tuning = inner.tuning();
         let mut verdict = verdict_of(outcome);
-        if let (Verdict::Success, Some(slow)) = (verdict, inner.config.slow_call) {
+        if let (Verdict::Success, Some(slow)) = (verdict, tuning.config.slow_call) {
             if permit.started_ns != NOT_TIMED {
                 let took = inner
                     .clock
@@ -150,7 +152,7 @@ impl Dependency {
         }
         let mut trip = false;
         if let (Some((rate, min_calls)), false, false) =
-            (inner.rate, permit.probe, verdict == Verdict::Cancelled)
+            (tuning.rate, permit.probe, verdict == Verdict::Cancelled)
         {
             let w = part.cell.load();
             if w.phase() == Phase::Closed && w.generation() == permit.generation {
@@ -179,7 +181,7 @@ impl Dependency {
                 };
             }
         }
-        self.apply(permit, part, verdict, trip)
+        self.apply(tuning, permit, part, verdict, trip)
     }
 
     /// A closed global failure-rate breaker's success or failure, counted
@@ -197,15 +199,16 @@ impl Dependency {
         outcome: Outcome,
     ) -> bool {
         let inner = &*self.inner;
-        if !inner.global_coarse_window || slot != 0 || probe {
+        if inner.fast() & fast::COARSE_WINDOW == 0 || slot != 0 || probe {
             return false;
         }
+        let tuning = inner.tuning();
         let verdict = verdict_of(outcome);
         if verdict == Verdict::Cancelled {
             return false;
         }
         let part = &*inner.shared;
-        let (Some((rate, min_calls)), Some(window)) = (inner.rate, part.window()) else {
+        let (Some((rate, min_calls)), Some(window)) = (tuning.rate, part.window()) else {
             return false;
         };
         if !machine::record_leaves_word(part.cell.load(), generation, probe) {
@@ -219,7 +222,7 @@ impl Dependency {
                 probe,
                 started_ns: NOT_TIMED,
             };
-            let _ = self.apply(permit, part, verdict, true);
+            let _ = self.apply(tuning, permit, part, verdict, true);
         } else if failed {
             inner.shared_stats.count_flood(Flood::Failure);
         }
@@ -238,7 +241,8 @@ impl Dependency {
             return false;
         };
         let w = part.cell.load();
-        let Some(next) = machine::count_failure(w, &self.inner.policy, permit.generation) else {
+        let policy = &self.inner.tuning().policy;
+        let Some(next) = machine::count_failure(w, policy, permit.generation) else {
             return false;
         };
         if !part.cell.try_replace(w, next) {
@@ -264,6 +268,7 @@ impl Dependency {
     /// the counters, the transition's event.
     pub(crate) fn apply(
         &self,
+        tuning: &Tuning,
         permit: PermitData,
         part: &Partition,
         verdict: Verdict,
@@ -271,7 +276,7 @@ impl Dependency {
     ) -> Outcome {
         let inner = &*self.inner;
         let r = part.cell.record(
-            &inner.policy,
+            &tuning.policy,
             &*inner.clock,
             permit.generation,
             permit.probe,

@@ -8,8 +8,9 @@ use crate::outcome::State;
 use crate::partition::Partition;
 use crate::state::machine::Transition;
 use crate::state::word::Phase;
+use crate::sync::Mutex;
 use crate::sync::{AtomicBool, Ordering, StdArc};
-use std::sync::{OnceLock, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
 /// A breaker open past its dependency's recovery bound (C15).
@@ -31,7 +32,8 @@ pub struct Stuck {
 /// when it next has something due, so a sweep with nothing due costs a
 /// load per dependency.
 pub(crate) struct Sweeper {
-    pub(crate) deps: OnceLock<Vec<Weak<DepInner>>>,
+    /// Every dependency of the bank, those a reload added included.
+    pub(crate) deps: Mutex<Vec<Weak<DepInner>>>,
     pub(crate) started: AtomicBool,
     pub(crate) manual: bool,
 }
@@ -41,10 +43,21 @@ pub(crate) struct Sweeper {
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
 impl Sweeper {
+    /// Sweeps `deps` too (a new bank's, or those a reload added).
+    pub(crate) fn add(&self, deps: &[Dependency]) {
+        let mut all = self.deps.lock().unwrap_or_else(|e| e.into_inner());
+        all.extend(deps.iter().map(|d| StdArc::downgrade(&d.inner)));
+    }
+
     fn sweep(&self) {
-        for d in self.deps.get().into_iter().flatten() {
+        let deps = self.deps.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for d in &deps {
             if let Some(inner) = d.upgrade() {
-                Dependency { inner }.sweep();
+                let d = Dependency { inner };
+                // A removed dependency's breakers are no one's concern.
+                if !d.is_retired() {
+                    d.sweep();
+                }
             }
         }
     }
@@ -92,7 +105,8 @@ impl Dependency {
         let now = inner.clock.now();
         let pin = pin_for(slot);
         if let Some(stats) = self.counters(slot, part, t.generation, &pin) {
-            stats.on_transition(t.from, t.to, now, inner.config.recovery_bound, t.generation);
+            let bound = inner.tuning().config.recovery_bound;
+            stats.on_transition(t.from, t.to, now, bound, t.generation);
         }
         drop(pin);
         // Named after the owner the transition happened to; a partition
@@ -102,7 +116,7 @@ impl Dependency {
         inner.events.emit_some(|| {
             Some(Event {
                 kind,
-                dependency: inner.config.name.clone(),
+                dependency: inner.name.clone(),
                 partition: self.partition_name_at(slot, part, t.generation)?,
                 at: now,
                 from: Some(State::from_phase(t.from)),
@@ -154,8 +168,9 @@ impl Dependency {
             return;
         }
         inner.sweep_due.store(u64::MAX, Ordering::Relaxed);
+        let policy = &inner.tuning().policy;
         let mut one = |slot: u32, part: &Partition| {
-            if let Some(t) = part.cell.expire(&inner.policy, &*inner.clock) {
+            if let Some(t) = part.cell.expire(policy, &*inner.clock) {
                 self.on_transition(slot, part, &t, EventKind::Transition);
             }
             self.check_stuck(slot, part);
@@ -183,15 +198,16 @@ impl Dependency {
         // Coarse: stuck alerts are about minutes, not microseconds.
         let now = self.now_coarse();
         let open_for = now.saturating_duration_since(start);
-        if open_for < inner.config.recovery_bound {
+        let bound = inner.tuning().config.recovery_bound;
+        if open_for < bound {
             return None;
         }
-        if stats.take_stuck_alert(now, inner.config.recovery_bound) {
+        if stats.take_stuck_alert(now, bound) {
             // Named after the owner whose counters raised it.
             inner.events.emit_some(|| {
                 Some(Event {
                     kind: EventKind::Stuck,
-                    dependency: inner.config.name.clone(),
+                    dependency: inner.name.clone(),
                     partition: self.partition_name_at(slot, part, stats.since)?,
                     at: now,
                     from: None,

@@ -58,9 +58,35 @@ impl Table {
     /// eviction scan knows (see `none_evictable_at`); no scan made here.
     pub(crate) fn known_full(&self) -> bool {
         // Relaxed/Acquire: a hint, as in `evict`.
-        self.live.load(Ordering::Relaxed) >= self.capacity
+        self.live.load(Ordering::Relaxed) >= self.limit.load(Ordering::Relaxed)
             && self.none_evictable_at.load(Ordering::Acquire)
                 == self.evictable_epoch.load(Ordering::Acquire)
+    }
+
+    /// The most tenants the table can be given by [`Table::set_limit`].
+    pub(crate) fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Lets the table hold at most `limit` tenants (at most its capacity;
+    /// a reload's new `max_tenants`, C20), evicting in C9's order (idle
+    /// first, then closed ones least recently used first) until it holds
+    /// no more, or until only open, half-open and forced-open partitions
+    /// are left: those are never evicted, and newcomers go to the
+    /// overflow until enough of them close. Returns the tenants evicted.
+    pub(crate) fn set_limit(&self, limit: u32, now_ns: &dyn Fn() -> u64) -> u32 {
+        let limit = limit.min(self.capacity);
+        // Relaxed: see `alloc_slot`.
+        self.limit.store(limit, Ordering::Relaxed);
+        let mut evicted = 0;
+        while self.live.load(Ordering::Relaxed) > limit {
+            let Some(victim) = self.evict(now_ns) else {
+                break;
+            };
+            self.release(victim, true);
+            evicted += 1;
+        }
+        evicted
     }
 
     /// Something may have become evictable (see `none_evictable_at`).

@@ -133,14 +133,16 @@ impl Table {
 
     /// A slot held for a new tenant (its word vacant, no one else's):
     /// one of the tenant's homes if one is free, else any free slot, with
-    /// room made by eviction when the table holds `capacity` tenants.
+    /// room made by eviction when the table holds `limit` tenants.
     /// `None` when nothing can be evicted.
     pub(super) fn alloc_slot(&self, hash: u64, now_ns: &dyn Fn() -> u64) -> Option<u32> {
         // Relaxed: a count; each slot is claimed by its own CAS. An
         // inserter that finds the table full takes its count back; one
         // that races it may see the table full a moment early and evict
         // an idle partition it could have spared, which loses nothing.
-        let room = self.live.fetch_add(1, Ordering::Relaxed) < self.capacity;
+        // Relaxed: the limit is a bound a reload moves; an insert racing
+        // the move may use the old one, and the reload's shrink evicts it.
+        let room = self.live.fetch_add(1, Ordering::Relaxed) < self.limit.load(Ordering::Relaxed);
         if !room {
             self.live.fetch_sub(1, Ordering::Relaxed);
             // The victim's room passes to the newcomer, who still prefers

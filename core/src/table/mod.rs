@@ -99,9 +99,14 @@ pub(crate) struct Table {
     /// generation older than that is an earlier owner's (see
     /// [`Table::tenure`]).
     tenures: Box<[AtomicU64]>,
-    /// Tenants the table may hold: as many home lines, twice as many slots.
+    /// Tenants the table was built for: as many home lines, twice as many
+    /// slots.
     capacity: u32,
-    /// Tenants holding a slot or about to: at most `capacity`.
+    /// Tenants the table may hold now: `capacity`, or less after a reload
+    /// lowered `max_tenants` (C20).
+    limit: AtomicU32,
+    /// Tenants holding a slot or about to: at most `limit`, or more for
+    /// as long as a lowered limit finds nothing evictable.
     live: AtomicU32,
     /// The failure-rate window's width, if the policy keeps one.
     window: Option<Duration>,
@@ -232,6 +237,7 @@ impl Table {
             arena,
             tenures: tenures.into_boxed_slice(),
             capacity,
+            limit: AtomicU32::new(capacity),
             live: AtomicU32::new(0),
             window,
             tick: AtomicU64::new(0),

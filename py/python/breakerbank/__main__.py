@@ -1,9 +1,11 @@
 """``python -m breakerbank``: check a profile, simulate a fault-injection scenario.
 
-    python -m breakerbank check PROFILE
+    python -m breakerbank check PROFILE [--against RUNNING]
     python -m breakerbank simulate SCENARIO [--json FILE] [--plot FILE.png] [--progress]
 
-``check`` exits 0 for a valid profile, or 1 listing every problem.
+``check`` exits 0 for a valid profile, or 1 listing every problem; with
+``--against``, the problems of reloading PROFILE into a bank built from
+RUNNING (C20) count too: a dry run of ``bank.reload``, no bank is built.
 ``simulate`` prints the report; it exits 1 when a tenant-scoped dependency
 had a false global trip (a partition that was not faulted changed state),
 and 2 for an invalid scenario.
@@ -28,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="validate a profile; exit 1 listing every problem")
     c.add_argument("profile", help="profile YAML file")
+    c.add_argument("--against", metavar="RUNNING",
+                   help="also check reloading PROFILE into a bank built from RUNNING (C20)")
     s = sub.add_parser("simulate", help="run a fault-injection scenario on virtual time")
     s.add_argument("scenario", help="scenario YAML file")
     s.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
@@ -39,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check(path: str) -> int:
-    problems = harness.check_profile(path)
+def _check(path: str, against: str | None) -> int:
+    problems = harness.check_profile(path, against)
     if not problems:
         print(f"{path}: ok")
         return 0
@@ -79,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m breakerbank`` and the ``breakerbank`` script."""
     args = _parser().parse_args(argv)
     if args.command == "check":
-        return _check(args.profile)
+        return _check(args.profile, args.against)
     return _simulate(args)
 
 

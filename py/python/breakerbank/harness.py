@@ -1,7 +1,8 @@
 """Fault-injection harness: check a profile, simulate a scenario.
 
-``python -m breakerbank check PROFILE`` loads a profile through the core and
-lists every problem. ``python -m breakerbank simulate SCENARIO`` drives the
+``python -m breakerbank check PROFILE [--against RUNNING]`` validates a
+profile through the core and lists every problem; with ``--against``, also
+the problems a live reload (C20) of a bank built from ``RUNNING`` would meet. ``python -m breakerbank simulate SCENARIO`` drives the
 real core on virtual time (a :class:`~breakerbank.ManualClock`) through a
 YAML scenario and reports, per dependency and partition, the time open,
 probe rejects, fallback use by kind and *false global trips* (partitions
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._native import Bank, ConfigError, ManualClock
+from ._native import check_profile as _check_profile
 from .report import PartitionReport, Report, format_report, plot_report, write_json
 from .scenario import Fault, Scenario, ScenarioError, load_scenario, parse_duration, parse_scenario
 from .simulation import simulate
@@ -42,12 +43,16 @@ __all__ = [
 ]
 
 
-def check_profile(path: str | Path) -> list[str]:
-    """Every problem of the profile at ``path`` (empty when it is valid)."""
+def check_profile(path: str | Path, against: str | Path | None = None) -> list[str]:
+    """Every problem of the profile at ``path`` (empty when it is valid).
+
+    With ``against`` (the profile a running bank was built from), also every
+    problem ``bank.reload`` would meet putting ``path`` in force (C20): a
+    dry run, no bank is built.
+    """
     try:
-        Bank.load(path, clock=ManualClock())
-    except ConfigError as e:
-        return list(e.problems or [str(e)])
-    except OSError as e:
+        text = Path(path).read_text(encoding="utf-8")
+        running = None if against is None else Path(against).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
         return [str(e)]
-    return []
+    return _check_profile(text, running)

@@ -1,0 +1,199 @@
+//! Live reload of one dependency (C20): its [`Tuning`], everything of the
+//! profile a decision reads, replaced as a whole; and the retirement of a
+//! dependency a reload removed.
+//!
+//! What the healthy path reads is one relaxed load of [`DepInner::fast`],
+//! as it read one flag before reload existed: the closed admit and the
+//! success record use no threshold, duration or budget, only the word.
+//! Everything else is read through the tuning pointer, once per decision,
+//! so a decision never mixes two profiles' values (a probe budget of one
+//! with a success threshold of the other). Tunings are never freed before
+//! their dependency: a [`Rejection`] borrows its fallback for as long as
+//! it borrows the handle. A reload keeps one more (a few hundred bytes).
+
+use crate::dependency::*;
+use crate::state::machine::Policy;
+
+/// The bits of [`DepInner::fast`].
+pub(crate) mod fast {
+    /// Global and no `slow_call`: a closed word admits on one load.
+    pub(crate) const GLOBAL_UNTIMED: u32 = 1;
+    /// `slow_call` is set: admissions read the clock.
+    pub(crate) const TIMES_CALLS: u32 = 1 << 1;
+    /// Global, failure-rate policy, no `slow_call`, and a window whose
+    /// buckets a coarse reading places: closed outcomes go to the window
+    /// without the cell's CAS loop (see `record_windowed`).
+    pub(crate) const COARSE_WINDOW: u32 = 1 << 2;
+    /// Consecutive policy and no `slow_call`: a closed success with no
+    /// failures counted is a no-op, decidable with one load.
+    pub(crate) const SUCCESS_BY_LOAD: u32 = 1 << 3;
+    /// A reload removed the dependency (or changed its isolation): every
+    /// fast path is off, and the general path refuses with
+    /// `UnknownDependency`.
+    pub(crate) const RETIRED: u32 = 1 << 4;
+}
+
+/// What a dependency's profile entry says, as decisions read it.
+pub(crate) struct Tuning {
+    pub(crate) config: DependencyConfig,
+    pub(crate) policy: Policy,
+    /// The failure-rate policy's `(rate, min_calls)`.
+    pub(crate) rate: Option<(f64, u64)>,
+    /// The [`fast`] bits this tuning makes (never [`fast::RETIRED`]).
+    pub(crate) fast: u32,
+}
+
+impl Tuning {
+    /// The tuning of `config`, for a dependency with (`tenant`) or
+    /// without a tenant table whose shared window, if any, a coarse
+    /// reading places (`coarse_window`).
+    pub(crate) fn of(config: DependencyConfig, tenant: bool, coarse_window: bool) -> Self {
+        let (consecutive, rate) = match config.trip {
+            TripPolicy::ConsecutiveFailures(n) => (Some(n), None),
+            TripPolicy::FailureRate {
+                rate, min_calls, ..
+            } => (None, Some((rate, u64::from(min_calls)))),
+        };
+        let policy = Policy {
+            consecutive_failures: consecutive,
+            probe_budget: config.probe_budget,
+            success_threshold: config.success_threshold,
+            open_duration: config.open_duration,
+            backoff: config.backoff.map(|b| (b.multiplier, b.max)),
+            probe_timeout: config.probe_timeout,
+        };
+        let untimed = config.slow_call.is_none();
+        let mut bits = 0;
+        if !untimed {
+            bits |= fast::TIMES_CALLS;
+        }
+        if !tenant && untimed {
+            bits |= fast::GLOBAL_UNTIMED;
+            if coarse_window {
+                bits |= fast::COARSE_WINDOW;
+            }
+        }
+        if consecutive.is_some() && untimed {
+            bits |= fast::SUCCESS_BY_LOAD;
+        }
+        Tuning {
+            config,
+            policy,
+            rate,
+            fast: bits,
+        }
+    }
+}
+
+/// Why a dependency whose trip policy is `trip` and whose tenant table
+/// (if any) was built for `capacity` tenants cannot take `new` in place:
+/// a trip policy of another kind or window, or a `max_tenants` above the
+/// table's size, would need new partitions, which would lose their state.
+pub(crate) fn refusal(
+    trip: &TripPolicy,
+    capacity: Option<u32>,
+    new: &DependencyConfig,
+) -> Option<String> {
+    let name = &new.name;
+    let shape = |t: &TripPolicy| match t {
+        TripPolicy::ConsecutiveFailures(_) => None,
+        TripPolicy::FailureRate { window, .. } => Some(*window),
+    };
+    if shape(trip) != shape(&new.trip) {
+        return Some(format!(
+            "dependency `{name}`: a reload cannot change the kind of its `trip` policy or its `window` (each partition's counts are kept in that shape); keep them, or remove the dependency in one reload and add it back in the next"
+        ));
+    }
+    match capacity {
+        Some(c) if new.max_tenants > c => Some(format!(
+            "dependency `{name}`: a reload can set `max_tenants` up to {c}, the size its partition table was built with, not {}",
+            new.max_tenants
+        )),
+        _ => None,
+    }
+}
+
+impl DepInner {
+    /// The tuning in force: read once per decision.
+    #[inline]
+    pub(crate) fn tuning(&self) -> &Tuning {
+        // Acquire: pairs with the Release in `retune`; the tuning is seen
+        // as it was built.
+        let p = self.tuning.load(Ordering::Acquire);
+        // SAFETY: every pointer stored in `tuning` comes from a box that
+        // `tunings` owns and never drops before `self` (see `retune`), so
+        // it is valid for as long as `&self` is; tunings are never written
+        // after they are published.
+        unsafe { &*p }
+    }
+
+    /// The [`fast`] bits: which paths the next decision may take.
+    #[inline(always)]
+    pub(crate) fn fast(&self) -> u32 {
+        // Relaxed: a path choice only. A fast path uses nothing of the
+        // tuning; a decision that reads the old bits is one made before
+        // the reload.
+        self.fast.load(Ordering::Relaxed)
+    }
+}
+
+impl Dependency {
+    /// Whether a reload removed this dependency from its bank (C20).
+    #[inline]
+    pub(crate) fn is_retired(&self) -> bool {
+        self.inner.fast() & fast::RETIRED != 0
+    }
+
+    /// Why `config` cannot replace this dependency's own in place, if it
+    /// cannot (see [`refusal`]): the caller has already matched name and
+    /// isolation.
+    pub(crate) fn reload_refusal(&self, config: &DependencyConfig) -> Option<String> {
+        let capacity = self.inner.table.as_ref().map(Table::capacity);
+        refusal(&self.inner.tuning().config.trip, capacity, config)
+    }
+
+    /// Puts `config` in force (C20), checked by
+    /// [`reload_refusal`](Self::reload_refusal): every partition keeps
+    /// its word (state, generation, open-until, probes in flight),
+    /// counters and window; the next decision reads the new values. A
+    /// lower `max_tenants` evicts in C9's order at once.
+    pub(crate) fn retune(&self, config: DependencyConfig) {
+        let inner = &*self.inner;
+        if let Fallback::Stale { max_staleness } = config.fallback {
+            inner
+                .stale
+                .get_or_init(|| StaleCache::new(STALE_CACHE_CAPACITY, max_staleness))
+                .set_max_staleness(max_staleness);
+        }
+        let max_tenants = config.max_tenants;
+        let coarse = inner.shared.window().is_some_and(|w| w.coarse_ok());
+        let tuning = Box::new(Tuning::of(config, inner.table.is_some(), coarse));
+        let bits = tuning.fast;
+        let ptr = std::ptr::from_ref(&*tuning).cast_mut();
+        {
+            let mut all = inner.tunings.lock().unwrap_or_else(|e| e.into_inner());
+            all.push(tuning);
+            // Release: pairs with the Acquire in `tuning()`.
+            inner.tuning.store(ptr, Ordering::Release);
+        }
+        // Release: a thread that sees the new bits and then reads the
+        // tuning sees this one or a later one.
+        inner.fast.store(bits, Ordering::Release);
+        if let Some(t) = &inner.table {
+            t.set_limit(max_tenants, &|| self.now_coarse().as_nanos());
+        }
+        // Sweep everything again: the new recovery bound may make an
+        // episode stuck sooner.
+        // Relaxed: a hint, as in `schedule`.
+        inner.sweep_due.store(0, Ordering::Relaxed);
+    }
+
+    /// Takes the dependency out of service (C20): every handle's
+    /// admissions, state reads and operator actions refuse with
+    /// [`AdmitError::UnknownDependency`]. Permits already issued can
+    /// still be recorded (into partitions no one reads) or dropped.
+    pub(crate) fn retire(&self) {
+        // Release: as in `retune`.
+        self.inner.fast.store(fast::RETIRED, Ordering::Release);
+    }
+}
