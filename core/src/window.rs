@@ -21,8 +21,8 @@ const B_EPOCH: u64 = (1 << 24) - 1;
 /// of copy `i` and counts there with a plain load and store; every other
 /// thread (and every thread of a tenant partition, which has no owned
 /// copies) counts in the shared copy by CAS. The rate is judged over the
-/// sum of all copies, on a failure (and on a success only when armed:
-/// see [`Window::record_and_judge`]); a judgement well below the
+/// sum of all copies, on a failure (and on a success only when armed or
+/// the window slid: see [`Window::record_and_judge`]); a judgement well below the
 /// threshold leaves passes, so the failures after it need not sum again
 /// (see [`Window::pass`]).
 #[derive(Debug)]
@@ -37,6 +37,9 @@ pub(crate) struct Window {
     /// few calls: only then can a success trip (by completing `min_calls`),
     /// so only then do successes judge.
     armed: AtomicBool,
+    /// The bucket epoch whose first success judged the window (see
+    /// [`Window::record_and_judge`]); none at first.
+    slid: AtomicU64,
     /// Per owned copy, each bucket as the last clear found it: what the
     /// sum subtracts from a bucket still of that epoch. Owned copies are
     /// not zeroed by a clear, because their owner's plain load and store
@@ -114,6 +117,7 @@ impl Window {
             width_inv: u64::try_from((1u128 << 64).div_ceil(u128::from(width.max(1))))
                 .unwrap_or(u64::MAX),
             armed: AtomicBool::new(false),
+            slid: AtomicU64::new(u64::MAX),
             baseline: (0..owned)
                 .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
                 .collect(),
@@ -156,12 +160,14 @@ impl Window {
         self.tick(now_ns) & B_EPOCH
     }
 
-    /// Counts one call.
-    #[inline]
-    pub(crate) fn record(&self, now_ns: u64, failed: bool) {
-        if self.count(self.tick(now_ns), failed) {
+    /// Counts one call; its tick.
+    #[inline(always)]
+    pub(crate) fn record(&self, now_ns: u64, failed: bool) -> u64 {
+        let t = self.tick(now_ns);
+        if self.count(t, failed) {
             self.void_passes();
         }
+        t
     }
 
     /// Counts one call of tick `t` in its bucket; whether that halved a
@@ -256,11 +262,13 @@ impl Window {
     /// Counts a call and judges the rule of C5: trip when failures / calls
     /// ≥ `rate` with at least `min_calls` calls in the window.
     ///
-    /// A success lowers the rate, so it can only trip by completing
-    /// `min_calls` while the rate is already high: successes judge only
-    /// when the last judgement left the window armed. (A window sliding
-    /// past old successes can raise the rate without a failure; the next
-    /// failure judges that.)
+    /// A success lowers the rate of the window it joins, so it trips only
+    /// by completing `min_calls` while the rate is already high (when the
+    /// last judgement left the window armed), or when the window has slid
+    /// since the last success judged it: old buckets dropping out can
+    /// raise the rate without a failure (old successes leave, failures
+    /// stay). The window moves a bucket at a time, so the first success
+    /// of each bucket epoch judges (see `slid`); the others find it judged.
     #[inline(always)]
     pub(crate) fn record_and_judge(
         &self,
@@ -269,12 +277,36 @@ impl Window {
         rate: f64,
         min_calls: u64,
     ) -> bool {
-        self.record(now_ns, failed);
+        let t = self.record(now_ns, failed);
         if failed {
             return self.judge_failure(now_ns, rate, min_calls);
         }
-        // Relaxed: a hint; a missed arming delays a trip to the next failure.
-        self.armed.load(Ordering::Relaxed) && self.judge(now_ns, rate, min_calls, None)
+        // Relaxed: hints; a success that misses the arming or the slide
+        // leaves the trip to the next call that judges.
+        if self.armed.load(Ordering::Relaxed) {
+            return self.judge(now_ns, rate, min_calls, None);
+        }
+        let (seen, e) = (self.slid.load(Ordering::Relaxed), t & B_EPOCH);
+        seen != e && self.judge_slid(seen, e, now_ns, rate, min_calls)
+    }
+
+    /// The first success of bucket epoch `e` (the last one judged by a
+    /// success was `seen`) judges the slid window; of racing successes,
+    /// the one that moves `slid` on.
+    #[inline(never)]
+    pub(crate) fn judge_slid(
+        &self,
+        seen: u64,
+        e: u64,
+        now_ns: u64,
+        rate: f64,
+        min_calls: u64,
+    ) -> bool {
+        // Relaxed: only which success judges depends on it.
+        self.slid
+            .compare_exchange(seen, e, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+            && self.judge(now_ns, rate, min_calls, None)
     }
 
     /// A counted failure's pass or judgement; out of line, so that the

@@ -326,12 +326,14 @@ fn c5_window_counts_within_the_window_only() {
 
 /// The window's rule, written plainly: ten buckets of `width` keyed by
 /// `now / width`, a full bucket halving both counts before it counts,
-/// and C5's judgement on every failure and on a success only while the
-/// last judgement left it armed (a high rate short of `min_calls`).
+/// and C5's judgement on every failure, and on a success while the last
+/// judgement left it armed (a high rate short of `min_calls`) or when it
+/// is the first success of its bucket epoch (the window slid).
 struct ReferenceWindow {
     width: u64,
     buckets: [(u64, u64, u64); BUCKETS],
     armed: bool,
+    slid: Option<u64>,
 }
 
 impl ReferenceWindow {
@@ -340,6 +342,7 @@ impl ReferenceWindow {
             width,
             buckets: [(0, 0, 0); BUCKETS],
             armed: false,
+            slid: None,
         }
     }
 
@@ -367,7 +370,12 @@ impl ReferenceWindow {
     fn record_and_judge(&mut self, now: u64, failed: bool, rate: f64, min: u64) -> bool {
         self.record(now, failed);
         if !failed && !self.armed {
-            return false;
+            // The first success of each bucket epoch judges the slid window.
+            let e = now / self.width;
+            if self.slid == Some(e) {
+                return false;
+            }
+            self.slid = Some(e);
         }
         let (calls, fails) = self.totals(now);
         let high = fails > 0 && fails as f64 >= rate * calls as f64;
