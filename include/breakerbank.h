@@ -348,6 +348,54 @@ typedef struct bb_decision {
 } bb_decision;
 
 /**
+ * One breaker as `bb_inspect` read it (C18): every field from one load of
+ * its state word, the open-until and counters beside it. A plain value
+ * struct: nothing to free.
+ */
+typedef struct bb_inspection {
+  /**
+   * The state an admission would find now: an open breaker whose open
+   * period has ended reads `BB_STATE_HALF_OPEN`.
+   */
+  bb_breaker_state state;
+  /**
+   * Closed: failures counted toward the trip (consecutive failures;
+   * under `failure_rate`, the failures in the current window). 0 in
+   * every other state.
+   */
+  uint32_t consecutive_failures;
+  /**
+   * Half-open: successful probes of this half-open episode; else 0.
+   */
+  uint32_t half_open_successes;
+  /**
+   * Probe permits holding a slot, earlier half-open episodes' included.
+   */
+  uint32_t probes_in_flight;
+  /**
+   * Re-trips from half-open since the last close (the backoff exponent).
+   */
+  uint32_t retrips;
+  /**
+   * When the current episode began, ns on the bank's clock: the trip
+   * (open, half-open), the force (forced open), the last close or reset
+   * (closed); the dependency's creation for a partition that has seen
+   * no transition.
+   */
+  uint64_t since_ns;
+  /**
+   * Whether `retry_after_ns` holds a value: true exactly when `state`
+   * is `BB_STATE_OPEN`.
+   */
+  bool has_retry_after;
+  /**
+   * Open: ns until the breaker next admits a probe; 0 when
+   * `has_retry_after` is false.
+   */
+  uint64_t retry_after_ns;
+} bb_inspection;
+
+/**
  * One event, lent to the callback for the duration of the call: copy what
  * you keep; the strings are UTF-8 and not NUL-terminated.
  */
@@ -507,6 +555,18 @@ bb_status bb_record(const struct bb_bank *bank, struct bb_permit permit, bb_outc
  * As `bb_admit`, with `out` a valid `bb_breaker_state *`.
  */
 bb_status bb_state(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len, bb_breaker_state *out);
+
+/**
+ * Reads one breaker's state, counters and episode into `*out` (C18); see
+ * `bb_inspection`. Changes nothing: a tenant never seen, or evicted, reads
+ * as a fresh partition (forced open after a dependency-wide force), and
+ * asking never creates one. Tenant rules as for `bb_state`. Thread-safe.
+ *
+ * # Safety
+ *
+ * As `bb_admit`, with `out` a valid `bb_inspection *`.
+ */
+bb_status bb_inspect(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len, struct bb_inspection *out);
 
 /**
  * Operator reset (C11): forces the breaker closed with counters cleared.

@@ -8,8 +8,8 @@ use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail};
 use crate::ledger;
 use crate::listener::{bb_listener_fn, ListenerSlot};
 use crate::types::{
-    bb_breaker_state, bb_decision, bb_fallback_kind, bb_outcome_raw, bb_permit, bb_reason,
-    bb_status,
+    bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw, bb_permit,
+    bb_reason, bb_status,
 };
 use breakerbank::{AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Profile};
 use std::ffi::{c_char, c_void};
@@ -390,6 +390,47 @@ pub extern "C" fn bb_state(
         match d.state(tenant) {
             Ok(s) => {
                 out.write(s.into());
+                Ok(())
+            }
+            Err(e) => Err(tenant_refused(d, e)),
+        }
+    }
+}
+
+/// Reads one breaker's state, counters and episode into `*out` (C18); see
+/// `bb_inspection`. Changes nothing: a tenant never seen, or evicted, reads
+/// as a fresh partition (forced open after a dependency-wide force), and
+/// asking never creates one. Tenant rules as for `bb_state`. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_admit`, with `out` a valid `bb_inspection *`.
+#[no_mangle]
+pub extern "C" fn bb_inspect(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    out: *mut bb_inspection,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let out = try_out!(out, "out");
+        let d = dependency(bank, dep)?;
+        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
+        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
+        match d.inspect(tenant) {
+            Ok(i) => {
+                out.write(bb_inspection {
+                    state: i.state.into(),
+                    consecutive_failures: i.consecutive_failures,
+                    half_open_successes: i.half_open_successes,
+                    probes_in_flight: i.probes_in_flight,
+                    retrips: i.retrips,
+                    since_ns: i.since.as_nanos(),
+                    has_retry_after: i.retry_after.is_some(),
+                    retry_after_ns: i.retry_after.map_or(0, nanos),
+                });
                 Ok(())
             }
             Err(e) => Err(tenant_refused(d, e)),

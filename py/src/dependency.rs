@@ -432,6 +432,29 @@ impl PyDependency {
             .map_err(|e| Error::admit(self.dep.name(), e))
     }
 
+    /// One breaker's state, counters and episode, read at once (C18): a
+    /// dict with "state", "consecutive_failures", "half_open_successes",
+    /// "probes_in_flight", "retrips", "since" (seconds on the bank's clock:
+    /// when the current episode began) and "retry_after" (seconds until the
+    /// next probe when "open", else None). Changes nothing; an unseen
+    /// tenant reads as a fresh partition and asking never creates one.
+    #[pyo3(signature = (tenant=None))]
+    fn inspect<'py>(&self, py: Python<'py>, tenant: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        let i = self
+            .dep
+            .inspect(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))?;
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "state"), i.state.as_str())?;
+        d.set_item(intern!(py, "consecutive_failures"), i.consecutive_failures)?;
+        d.set_item(intern!(py, "half_open_successes"), i.half_open_successes)?;
+        d.set_item(intern!(py, "probes_in_flight"), i.probes_in_flight)?;
+        d.set_item(intern!(py, "retrips"), i.retrips)?;
+        d.set_item(intern!(py, "since"), instant_secs(i.since))?;
+        d.set_item(intern!(py, "retry_after"), i.retry_after.map(secs))?;
+        Ok(d)
+    }
+
     /// Forces the breaker closed (C11). `tenant=None` on a tenant-scoped
     /// dependency resets every partition; a tenant id over 256 bytes raises
     /// InvalidTenant and changes nothing (C9).

@@ -24,6 +24,7 @@ mod record;
 mod sweep;
 
 pub use self::held::HeldPermit;
+pub use self::operate::Inspection;
 pub use self::permit::{Decision, Permit, RawPermit};
 pub use self::sweep::Stuck;
 pub(crate) use self::sweep::Sweeper;
@@ -73,6 +74,9 @@ pub(crate) struct DepInner {
     /// this dependency (an open period ending, an episode reaching its
     /// recovery bound); `u64::MAX`: nothing.
     pub(crate) sweep_due: AtomicU64,
+    /// When the dependency was made, on the bank's clock: the `since` of
+    /// a partition that has seen no transition (C18).
+    pub(crate) created: Instant,
 }
 
 /// One dependency of a bank: resolve once with
@@ -186,6 +190,7 @@ impl Dependency {
                 policy,
                 rate,
                 mono: clock.as_monotonic().copied(),
+                created: clock.now(),
                 clock,
                 shared: CachePadded::new(shared),
                 shared_stats,

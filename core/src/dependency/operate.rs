@@ -1,4 +1,4 @@
-//! Operator actions (C11), state reads and snapshots.
+//! Operator actions (C11, C19), state reads, inspection (C18) and snapshots.
 
 use crate::clock::Instant;
 use crate::dependency::*;
@@ -9,6 +9,72 @@ use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
 use crate::state::machine::{self, Transition};
 use crate::state::word::{Phase, Word};
 use std::time::Duration;
+
+/// One breaker as [`Dependency::inspect`] read it (C18): every field from
+/// one load of its word, the open-until and counters beside it.
+///
+/// ```
+/// use breakerbank::{Bank, ManualClock, Profile, State};
+/// use std::time::Duration;
+///
+/// let profile = Profile::from_yaml(
+///     "dependencies:
+///   payments_client:
+///     isolation: global
+///     trip: {consecutive_failures: 2}
+///     open_duration: 30s
+///     half_open: {probe_budget: 1, success_threshold: 1}
+///     fallback: {kind: error, code: PAY_DOWN}
+///     recovery_bound: 5m
+/// ",
+/// )?;
+/// let clock = ManualClock::new();
+/// let bank = Bank::with_clock(profile, clock.clone());
+/// let dep = bank.dependency("payments_client").unwrap();
+/// let failing = || dep.call(None, None, || Err::<(), _>("timeout"));
+/// let _ = failing();
+/// assert_eq!(dep.inspect(None)?.consecutive_failures, 1);
+///
+/// clock.advance(Duration::from_secs(5));
+/// let _ = failing();
+/// let seen = dep.inspect(None)?;
+/// assert_eq!(seen.state, State::Open);
+/// assert_eq!(seen.since, bank.now(), "the trip began the episode");
+/// assert_eq!(seen.retry_after, Some(Duration::from_secs(30)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inspection {
+    /// The state an admission would find now: an open breaker whose open
+    /// period has ended reads [`State::HalfOpen`] (C14).
+    pub state: State,
+    /// Closed: failures counted toward the trip. Under
+    /// `consecutive_failures` the consecutive failures since the last
+    /// success; under `failure_rate`, which keeps no consecutive count,
+    /// the failures in the current window (the ones its rate is taken
+    /// over). 0 in every other state.
+    pub consecutive_failures: u32,
+    /// Half-open: successful probes of this half-open episode (C8); 0 in
+    /// every other state.
+    pub half_open_successes: u32,
+    /// Probe permits holding a slot, those of earlier half-open episodes
+    /// not yet recorded included (C7).
+    pub probes_in_flight: u32,
+    /// Re-trips from half-open since the last close (the backoff exponent,
+    /// C6).
+    pub retrips: u32,
+    /// When the current episode began, on the bank's clock: for open and
+    /// half-open the trip (or operator half-open) that left closed, re-trips
+    /// not counted; for forced open the force; for closed the last close or
+    /// reset. A partition that has seen no transition (an unseen or evicted
+    /// tenant's included) reads the dependency's creation. Recorded on
+    /// transitions only, just after their compare-and-swap: a reader racing
+    /// one can see the state it made with the previous `since`.
+    pub since: Instant,
+    /// Open: the time until the breaker next admits a probe. `None` in
+    /// every other state (forced open included: it waits for a reset).
+    pub retry_after: Option<Duration>,
+}
 
 impl Dependency {
     /// The state of a partition (C11); an unseen or evicted tenant reads as
@@ -24,6 +90,100 @@ impl Dependency {
                 None => State::Closed,
             },
             (Parts::Tenant(..), None) => State::Closed,
+        })
+    }
+
+    /// One breaker's state, counters and episode (C18); see [`Inspection`].
+    /// Reads, never changes: an unseen or evicted tenant reads as a fresh
+    /// partition (forced open after a dependency-wide force) and asking
+    /// never creates one; the end of an open period is reported, not made.
+    /// Tenant rules as for [`admit`](Self::admit).
+    pub fn inspect(&self, tenant: Option<&str>) -> Result<Inspection, AdmitError> {
+        let tenant = self.tenant(tenant)?;
+        let found = match (self.parts(), tenant) {
+            (Parts::Global(p), _) => self.inspect_part(0, p, NO_OWNER),
+            (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
+                Some(r) => self.inspect_part(r.slot, r.part, r.owner),
+                None => None,
+            },
+            (Parts::Tenant(..), None) => None,
+        };
+        Ok(found.unwrap_or_else(|| {
+            let forced = match (self.parts(), tenant) {
+                (Parts::Tenant(t, _), Some(name)) => t.starts_forced(name),
+                _ => false,
+            };
+            Inspection {
+                state: if forced {
+                    State::ForcedOpen
+                } else {
+                    State::Closed
+                },
+                consecutive_failures: 0,
+                half_open_successes: 0,
+                probes_in_flight: 0,
+                retrips: 0,
+                since: self.inner.created,
+                retry_after: None,
+            }
+        }))
+    }
+
+    /// [`inspect`](Self::inspect) of the partition at `slot`, owned by
+    /// `owner`; `None` if the slot is no longer theirs (read as fresh).
+    fn inspect_part(&self, slot: u32, part: &Partition, owner: Owner) -> Option<Inspection> {
+        let inner = &*self.inner;
+        let w = part.cell.load();
+        if w.phase().is_held() || !part.owned_by(w, owner) {
+            return None;
+        }
+        let now = inner.clock.now();
+        let (state, retry_after) = match w.phase() {
+            Phase::Open => match part.cell.open_until(w.generation()) {
+                Some(until) => match machine::still_open(until, now) {
+                    Some(left) => (State::Open, Some(left)),
+                    None => (State::HalfOpen, None),
+                },
+                // The trip is being published: its whole period is ahead.
+                None => (State::Open, Some(inner.policy.open_duration_for(w.trips()))),
+            },
+            p => (State::from_phase(p.seen()), None),
+        };
+        let consecutive_failures = match (state, inner.policy.consecutive_failures) {
+            (State::Closed, Some(_)) => w.count(),
+            (State::Closed, None) => {
+                let failures = |win: &crate::window::Window| win.totals(now.as_nanos()).1;
+                let n = match part.window() {
+                    Some(win) => failures(win),
+                    // A tenant slot's window of this closed episode, if any.
+                    None => part
+                        .with_episode_window(|win| {
+                            (win.episode == w.generation()).then(|| failures(win))
+                        })
+                        .flatten()
+                        .unwrap_or(0),
+                };
+                u32::try_from(n).unwrap_or(u32::MAX)
+            }
+            _ => 0,
+        };
+        let pin = pin_for(slot);
+        let since = self
+            .current_counters(slot, part, &pin)
+            .and_then(|s| s.began())
+            .unwrap_or(inner.created);
+        Some(Inspection {
+            state,
+            consecutive_failures,
+            half_open_successes: if state == State::HalfOpen {
+                w.count()
+            } else {
+                0
+            },
+            probes_in_flight: w.probes(),
+            retrips: w.trips(),
+            since,
+            retry_after,
         })
     }
 

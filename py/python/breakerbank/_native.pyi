@@ -4,7 +4,7 @@
 from collections.abc import Awaitable, Callable, Mapping
 from os import PathLike
 from types import TracebackType
-from typing import Any, Literal, TypeVar, final
+from typing import Any, Literal, TypedDict, TypeVar, final
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _State = Literal["closed", "open", "half_open", "forced_open"]
@@ -56,6 +56,17 @@ class DeadlineExpired(BreakerError):
 
 class OutcomeAlreadyRecorded(BreakerError, RuntimeError):
     dependency: str | None
+
+class _Inspection(TypedDict):
+    """One breaker as `Dependency.inspect` read it (C18)."""
+
+    state: _State
+    consecutive_failures: int
+    half_open_successes: int
+    probes_in_flight: int
+    retrips: int
+    since: float
+    retry_after: float | None
 
 @final
 class ManualClock:
@@ -169,6 +180,7 @@ class Dependency:
     ) -> Awaitable[Any]: ...
     def cache_put(self, key: str, value: object, *, tenant: str | None = None) -> None: ...
     def state(self, tenant: str | None = None) -> _State: ...
+    def inspect(self, tenant: str | None = None) -> _Inspection: ...
     def reset(self, tenant: str | None = None) -> None: ...
     def force_open(self, tenant: str | None = None) -> None: ...
 

@@ -1,0 +1,117 @@
+/*
+ * breakerbank's C ABI: what breaker users rely on beyond admission —
+ * inspection (C18) and operator transitions (C19). Time is a manual clock.
+ */
+#include <stdint.h>
+
+#include "bbtest.h"
+
+#define SEC 1000000000ull
+
+static const char PROFILE[] =
+    "dependencies:\n"
+    "  payments_client:\n"
+    "    isolation: tenant\n"
+    "    trip: {consecutive_failures: 3}\n"
+    "    open_duration: 30s\n"
+    "    backoff: {multiplier: 2.0, max: 5m}\n"
+    "    half_open: {probe_budget: 2, success_threshold: 2}\n"
+    "    fallback: {kind: error, code: PAYMENT_UNAVAILABLE}\n"
+    "    recovery_bound: 5m\n"
+    "  email_client:\n"
+    "    isolation: global\n"
+    "    trip: {consecutive_failures: 2}\n"
+    "    open_duration: 10s\n"
+    "    half_open: {probe_budget: 1, success_threshold: 1}\n"
+    "    fallback: {kind: degraded}\n"
+    "    recovery_bound: 1m\n";
+
+static bb_bank *bank;
+static uint32_t PAY, EMAIL;
+
+static void fresh_bank(void) {
+  bb_bank_free(bank);
+  bank = bbt_bank(PROFILE, true);
+  PAY = bbt_dep(bank, "payments_client");
+  EMAIL = bbt_dep(bank, "email_client");
+}
+
+static void advance(uint64_t ns) { CHECK_OK(bb_clock_advance(bank, ns)); }
+
+static uint64_t now_ns(void) {
+  uint64_t t = 0;
+  CHECK_OK(bb_clock_now_ns(bank, &t));
+  return t;
+}
+
+static bb_inspection inspect(uint32_t dep, const char *tenant) {
+  bb_inspection i;
+  memset(&i, 0xAB, sizeof i);
+  CHECK_OK(bb_inspect(bank, dep, tenant, tenant ? strlen(tenant) : 0, &i));
+  return i;
+}
+
+/* ---- C18: inspection ---------------------------------------------------- */
+
+static void c18_inspect_reads_counters_and_episode(void) {
+  fresh_bank();
+  advance(5 * SEC);
+  bb_inspection i = inspect(PAY, "acme");
+  CHECK(i.state == BB_STATE_CLOSED && i.consecutive_failures == 0);
+  CHECK(i.since_ns == 0); /* never transitioned: the dependency's creation */
+  CHECK(!i.has_retry_after && i.retry_after_ns == 0);
+  CHECK(bbt_call(bank, PAY, "acme", BB_OUTCOME_FAILURE));
+  CHECK(bbt_call(bank, PAY, "acme", BB_OUTCOME_FAILURE));
+  CHECK(inspect(PAY, "acme").consecutive_failures == 2);
+  CHECK(bbt_call(bank, PAY, "acme", BB_OUTCOME_FAILURE));
+  uint64_t tripped = now_ns();
+  advance(10 * SEC);
+  i = inspect(PAY, "acme");
+  CHECK(i.state == BB_STATE_OPEN && i.consecutive_failures == 0 && i.retrips == 0);
+  CHECK(i.since_ns == tripped);
+  CHECK(i.has_retry_after && i.retry_after_ns == 20 * SEC);
+  advance(20 * SEC);
+  bb_decision p = bbt_admit(bank, PAY, "acme");
+  CHECK(p.admitted && p.probe);
+  CHECK_OK(bb_record(bank, p.permit, BB_OUTCOME_SUCCESS));
+  bb_decision q = bbt_admit(bank, PAY, "acme");
+  i = inspect(PAY, "acme");
+  CHECK(i.state == BB_STATE_HALF_OPEN && i.half_open_successes == 1);
+  CHECK(i.probes_in_flight == 1 && !i.has_retry_after && i.since_ns == tripped);
+  CHECK_OK(bb_record(bank, q.permit, BB_OUTCOME_FAILURE)); /* re-trip */
+  i = inspect(PAY, "acme");
+  CHECK(i.state == BB_STATE_OPEN && i.retrips == 1 && i.since_ns == tripped);
+  CHECK(i.retry_after_ns == 60 * SEC); /* backoff */
+  /* another tenant, never seen: fresh, and not created by asking */
+  i = inspect(PAY, "globex");
+  CHECK(i.state == BB_STATE_CLOSED && i.since_ns == 0 && i.probes_in_flight == 0);
+  CHECK(bbt_metric(bank, "state", "payments_client", "globex", "closed") == -1);
+  /* a global dependency ignores the tenant */
+  CHECK(inspect(EMAIL, NULL).state == BB_STATE_CLOSED);
+  CHECK(inspect(EMAIL, "anyone").state == BB_STATE_CLOSED);
+}
+
+static void c18_inspect_bad_input_writes_nothing(void) {
+  fresh_bank();
+  bb_inspection i;
+  memset(&i, 0x5A, sizeof i);
+  bb_inspection before = i;
+  CHECK_STATUS(bb_inspect(bank, PAY, NULL, 0, &i), BB_ERR_TENANT_REQUIRED);
+  CHECK_STATUS(bb_inspect(bank, PAY, "", 0, &i), BB_ERR_TENANT_REQUIRED);
+  CHECK_STATUS(bb_inspect(bank, 9, "a", 1, &i), BB_ERR_UNKNOWN_DEPENDENCY);
+  CHECK_STATUS(bb_inspect(bank, PAY, "a", 1, NULL), BB_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(bb_inspect(NULL, PAY, "a", 1, &i), BB_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(bb_inspect(bank, PAY, "\x80", 1, &i), BB_ERR_INVALID_ARGUMENT);
+  char long_tenant[300];
+  memset(long_tenant, 'x', sizeof long_tenant);
+  CHECK_STATUS(bb_inspect(bank, PAY, long_tenant, sizeof long_tenant, &i),
+               BB_ERR_INVALID_TENANT);
+  CHECK(memcmp(&i, &before, sizeof i) == 0);
+}
+
+int main(void) {
+  RUN(c18_inspect_reads_counters_and_episode);
+  RUN(c18_inspect_bad_input_writes_nothing);
+  bb_bank_free(bank);
+  return bbt_summary();
+}
