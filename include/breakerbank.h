@@ -209,6 +209,14 @@ enum bb_event_kind
    * per trip-to-close episode.
    */
   BB_EVENT_STUCK = 3,
+  /**
+   * An operator trip (`bb_trip`, C19): `from` → open; ends by itself.
+   */
+  BB_EVENT_TRIP = 4,
+  /**
+   * An operator half-open (`bb_half_open`, C19): `from` → half-open.
+   */
+  BB_EVENT_HALF_OPEN = 5,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -379,8 +387,8 @@ typedef struct bb_inspection {
   /**
    * When the current episode began, ns on the bank's clock: the trip
    * (open, half-open), the force (forced open), the last close or reset
-   * (closed); the dependency's creation for a partition that has seen
-   * no transition.
+   * (closed); 0, the start of the bank's clock, for a partition that
+   * has seen no transition.
    */
   uint64_t since_ns;
   /**
@@ -582,6 +590,41 @@ bb_status bb_inspect(const struct bb_bank *bank, uint32_t dep, const char *tenan
  * is NULL with 0).
  */
 bb_status bb_reset(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len);
+
+/**
+ * Operator trip (C19): opens the breaker as if its trip policy had fired
+ * (new generation, the profile's open period and backoff, then the probe
+ * cycle); unlike `bb_force_open` it ends by itself. From half-open it is a
+ * re-trip (the backoff grows); on an open breaker the open period restarts
+ * from now; a forced-open breaker stays forced until `bb_reset`.
+ *
+ * A tenant of length 0 on a tenant-scoped dependency means every
+ * partition there is (tenants first seen afterwards start closed); one
+ * tenant's partition is made if it has none. A tenant longer than 256
+ * bytes is `BB_ERR_INVALID_TENANT` and changes nothing. Counted in
+ * `opened_total`; emits a `BB_EVENT_TRIP` event. Thread-safe.
+ *
+ * # Safety
+ *
+ * As `bb_reset`.
+ */
+bb_status bb_trip(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len);
+
+/**
+ * Operator half-open (C19): starts a probe cycle now (at most
+ * `probe_budget` probes, `success_threshold` successes to close). On an
+ * open breaker the open period ends early; on a closed one full traffic
+ * waits for the probes; a half-open breaker keeps the cycle it is in; a
+ * forced-open one stays forced until `bb_reset`.
+ *
+ * Tenant rules as for `bb_trip`. Counted in `half_opened_total`; emits a
+ * `BB_EVENT_HALF_OPEN` event. Thread-safe.
+ *
+ * # Safety
+ *
+ * As `bb_reset`.
+ */
+bb_status bb_half_open(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len);
 
 /**
  * Operator force-open (C11): isolates the breaker until `bb_reset`.

@@ -22,16 +22,23 @@ pub enum EventKind {
     ForcedOpen,
     /// It has not closed within its recovery bound (C15).
     Stuck,
+    /// An operator tripped it open (C19); it ends by itself.
+    Trip,
+    /// An operator started a probe cycle (C19).
+    HalfOpen,
 }
 
 impl EventKind {
-    /// `"transition"`, `"reset"`, `"forced_open"` or `"stuck"`.
+    /// `"transition"`, `"reset"`, `"forced_open"`, `"stuck"`, `"trip"` or
+    /// `"half_open"`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Transition => "transition",
             EventKind::Reset => "reset",
             EventKind::ForcedOpen => "forced_open",
             EventKind::Stuck => "stuck",
+            EventKind::Trip => "trip",
+            EventKind::HalfOpen => "half_open",
         }
     }
 }

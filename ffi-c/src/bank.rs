@@ -460,7 +460,8 @@ pub extern "C" fn bb_reset(
     unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_reset) }
 }
 
-/// The body of `bb_reset` and `bb_force_open`: an operator action on one
+/// The body of `bb_reset`, `bb_force_open`, `bb_trip` and `bb_half_open`:
+/// an operator action on one
 /// partition, or on every partition for an empty tenant.
 ///
 /// # Safety
@@ -480,6 +481,55 @@ unsafe fn operate(
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
         action(d, tenant).map_err(|e| tenant_refused(d, e))
     }
+}
+
+/// Operator trip (C19): opens the breaker as if its trip policy had fired
+/// (new generation, the profile's open period and backoff, then the probe
+/// cycle); unlike `bb_force_open` it ends by itself. From half-open it is a
+/// re-trip (the backoff grows); on an open breaker the open period restarts
+/// from now; a forced-open breaker stays forced until `bb_reset`.
+///
+/// A tenant of length 0 on a tenant-scoped dependency means every
+/// partition there is (tenants first seen afterwards start closed); one
+/// tenant's partition is made if it has none. A tenant longer than 256
+/// bytes is `BB_ERR_INVALID_TENANT` and changes nothing. Counted in
+/// `opened_total`; emits a `BB_EVENT_TRIP` event. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_reset`.
+#[no_mangle]
+pub extern "C" fn bb_trip(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_trip) }
+}
+
+/// Operator half-open (C19): starts a probe cycle now (at most
+/// `probe_budget` probes, `success_threshold` successes to close). On an
+/// open breaker the open period ends early; on a closed one full traffic
+/// waits for the probes; a half-open breaker keeps the cycle it is in; a
+/// forced-open one stays forced until `bb_reset`.
+///
+/// Tenant rules as for `bb_trip`. Counted in `half_opened_total`; emits a
+/// `BB_EVENT_HALF_OPEN` event. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_reset`.
+#[no_mangle]
+pub extern "C" fn bb_half_open(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_half_open) }
 }
 
 /// Operator force-open (C11): isolates the breaker until `bb_reset`.

@@ -31,6 +31,10 @@ pub enum bb_event_kind {
     /// The breaker has not closed within its `recovery_bound` (C15); once
     /// per trip-to-close episode.
     BB_EVENT_STUCK = 3,
+    /// An operator trip (`bb_trip`, C19): `from` → open; ends by itself.
+    BB_EVENT_TRIP = 4,
+    /// An operator half-open (`bb_half_open`, C19): `from` → half-open.
+    BB_EVENT_HALF_OPEN = 5,
 }
 
 /// One event, lent to the callback for the duration of the call: copy what
@@ -168,6 +172,8 @@ impl ListenerSlot {
                 EventKind::Reset => bb_event_kind::BB_EVENT_RESET,
                 EventKind::ForcedOpen => bb_event_kind::BB_EVENT_FORCED_OPEN,
                 EventKind::Stuck => bb_event_kind::BB_EVENT_STUCK,
+                EventKind::Trip => bb_event_kind::BB_EVENT_TRIP,
+                EventKind::HalfOpen => bb_event_kind::BB_EVENT_HALF_OPEN,
             },
             dependency: e.dependency.as_ptr().cast(),
             dependency_len: e.dependency.len(),

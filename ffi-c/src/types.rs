@@ -238,8 +238,8 @@ pub struct bb_inspection {
     pub retrips: u32,
     /// When the current episode began, ns on the bank's clock: the trip
     /// (open, half-open), the force (forced open), the last close or reset
-    /// (closed); the dependency's creation for a partition that has seen
-    /// no transition.
+    /// (closed); 0, the start of the bank's clock, for a partition that
+    /// has seen no transition.
     pub since_ns: u64,
     /// Whether `retry_after_ns` holds a value: true exactly when `state`
     /// is `BB_STATE_OPEN`.

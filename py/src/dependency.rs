@@ -476,6 +476,33 @@ impl PyDependency {
             .map_err(|e| Error::admit(self.dep.name(), e))
     }
 
+    /// Opens the breaker as if its trip policy had fired (C19): the
+    /// profile's open period and backoff, then the probe cycle; unlike
+    /// `force_open` it ends by itself. From half-open it is a re-trip (the
+    /// backoff grows); on an open breaker the open period restarts from
+    /// now; a forced-open breaker stays forced until `reset`. `tenant=None`
+    /// on a tenant-scoped dependency trips every partition there is
+    /// (tenants first seen afterwards start closed); a tenant id over 256
+    /// bytes raises InvalidTenant and changes nothing. Emits a "trip" event.
+    #[pyo3(signature = (tenant=None))]
+    fn trip(&self, tenant: Option<&str>) -> Result<(), Error> {
+        self.dep
+            .try_trip(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))
+    }
+
+    /// Starts a probe cycle now (C19). On an open breaker the open period
+    /// ends early; on a closed one full traffic waits for the probes; a
+    /// half-open breaker keeps the cycle it is in; a forced-open one stays
+    /// forced until `reset`. Tenant rules as for `trip`. Emits a
+    /// "half_open" event.
+    #[pyo3(signature = (tenant=None))]
+    fn half_open(&self, tenant: Option<&str>) -> Result<(), Error> {
+        self.dep
+            .try_half_open(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         self.bank.traverse(&visit)
     }

@@ -74,9 +74,6 @@ pub(crate) struct DepInner {
     /// this dependency (an open period ending, an episode reaching its
     /// recovery bound); `u64::MAX`: nothing.
     pub(crate) sweep_due: AtomicU64,
-    /// When the dependency was made, on the bank's clock: the `since` of
-    /// a partition that has seen no transition (C18).
-    pub(crate) created: Instant,
 }
 
 /// One dependency of a bank: resolve once with
@@ -190,7 +187,6 @@ impl Dependency {
                 policy,
                 rate,
                 mono: clock.as_monotonic().copied(),
-                created: clock.now(),
                 clock,
                 shared: CachePadded::new(shared),
                 shared_stats,

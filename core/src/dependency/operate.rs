@@ -6,7 +6,8 @@ use crate::events::{Event, EventKind};
 use crate::metrics::{DependencyMetrics, PartitionMetrics};
 use crate::outcome::State;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
-use crate::state::machine::{self, Transition};
+use crate::state::cell::Operated;
+use crate::state::machine;
 use crate::state::word::{Phase, Word};
 use std::time::Duration;
 
@@ -67,7 +68,8 @@ pub struct Inspection {
     /// half-open the trip (or operator half-open) that left closed, re-trips
     /// not counted; for forced open the force; for closed the last close or
     /// reset. A partition that has seen no transition (an unseen or evicted
-    /// tenant's included) reads the dependency's creation. Recorded on
+    /// tenant's included) reads the start of the bank's clock (`Instant` 0:
+    /// the bank's creation on the default clock). Recorded on
     /// transitions only, just after their compare-and-swap: a reader racing
     /// one can see the state it made with the previous `since`.
     pub since: Instant,
@@ -123,7 +125,7 @@ impl Dependency {
                 half_open_successes: 0,
                 probes_in_flight: 0,
                 retrips: 0,
-                since: self.inner.created,
+                since: Instant::from_nanos(0),
                 retry_after: None,
             }
         }))
@@ -171,7 +173,7 @@ impl Dependency {
         let since = self
             .current_counters(slot, part, &pin)
             .and_then(|s| s.began())
-            .unwrap_or(inner.created);
+            .unwrap_or(Instant::from_nanos(0));
         Some(Inspection {
             state,
             consecutive_failures,
@@ -202,6 +204,8 @@ impl Dependency {
         }
     }
 
+    /// An operator action (C11, C19): `kind` is `Reset`, `ForcedOpen`,
+    /// `Trip` or `HalfOpen`, the event it is announced as.
     pub(crate) fn operate(&self, tenant: Option<&str>, kind: EventKind) -> Result<(), AdmitError> {
         let tenant = match self.tenant(tenant) {
             Ok(t) => t,
@@ -209,20 +213,23 @@ impl Dependency {
             Err(AdmitError::TenantRequired) => None,
             Err(e) => return Err(e),
         };
-        let action: fn(Word) -> Option<(Word, Transition)> = match kind {
-            EventKind::ForcedOpen => machine::force_open,
-            _ => machine::reset,
+        let inner = &*self.inner;
+        // A trip's open period runs from the action.
+        let now = inner.clock.now();
+        let action = |w: Word| match kind {
+            EventKind::ForcedOpen => machine::force_open(w),
+            EventKind::Trip => machine::trip(w, now, &inner.policy),
+            EventKind::HalfOpen => machine::half_open(w, &inner.policy),
+            _ => machine::reset(w),
         };
-        // Whether the action was applied: not when the slot changed owner
-        // between the lookup and the CAS.
-        let apply = |slot: u32, part: &Partition, owner: Owner| -> bool {
-            match part.cell.operate(action, |w| part.owned_by(w, owner)) {
-                Some(t) => {
-                    self.on_transition(slot, part, &t, kind);
-                    true
-                }
-                None => false,
+        // What the action did; `Lost` when the slot changed owner between
+        // the lookup and the CAS.
+        let apply = |slot: u32, part: &Partition, owner: Owner| -> Operated {
+            let r = part.cell.operate(action, |w| part.owned_by(w, owner));
+            if let Operated::Done(t) = r {
+                self.on_transition(slot, part, &t, kind);
             }
+            r
         };
         match (self.parts(), tenant) {
             (Parts::Global(p), _) => {
@@ -243,7 +250,7 @@ impl Dependency {
                     // mark after publishing itself (`Table::settle_forced`)
                     // or is found here, after the mark's fence.
                     if let Some(r) = t.lookup(name) {
-                        if !apply(r.slot, r.part, r.owner) {
+                        if apply(r.slot, r.part, r.owner) == Operated::Lost {
                             continue;
                         }
                         return Ok(());
@@ -251,8 +258,21 @@ impl Dependency {
                     self.announce(kind, name.to_string());
                     return Ok(());
                 }
-                if apply(target.slot, target.part, target.owner) {
+                if apply(target.slot, target.part, target.owner) != Operated::Lost {
                     t.forget_override(name);
+                    return Ok(());
+                }
+            },
+            (Parts::Tenant(..), Some(name)) if kind != EventKind::Reset => loop {
+                // A trip or half-open of one tenant acts on its own
+                // partition, made if need be (an unseen tenant's is a
+                // fresh one), resolved again as for a force. With no room
+                // for it nothing is done: the shared overflow partition
+                // serves other tenants too.
+                let target = self.target(Some(name));
+                if target.overflow
+                    || apply(target.slot, target.part, target.owner) != Operated::Lost
+                {
                     return Ok(());
                 }
             },
@@ -268,15 +288,23 @@ impl Dependency {
             }
             (Parts::Tenant(t, shared), None) => {
                 // An insert racing this walk sees the new rule or is seen
-                // by the walk (`Table::settle_forced`).
-                t.operate_all(kind == EventKind::ForcedOpen);
+                // by the walk (`Table::settle_forced`). A trip or half-open
+                // leaves no rule: it acts on the partitions there are.
+                if matches!(kind, EventKind::Reset | EventKind::ForcedOpen) {
+                    t.operate_all(kind == EventKind::ForcedOpen);
+                }
                 for (slot, part, _) in t.live() {
                     apply(slot, part, NO_OWNER);
                 }
                 // `<overflow>` is reset with the rest but never forced: it
                 // also serves tenants reset one by one while the force
                 // holds; the others it refuses by `Table::starts_forced`.
-                if kind == EventKind::Reset {
+                // It is tripped or made half-open with the rest once it
+                // has served anyone (when the snapshot lists it).
+                let in_use = || !inner.shared_stats.is_clear() || shared.cell.load() != Word::FRESH;
+                if kind == EventKind::Reset
+                    || (matches!(kind, EventKind::Trip | EventKind::HalfOpen) && in_use())
+                {
                     apply(0, shared, NO_OWNER);
                 }
             }
@@ -326,6 +354,58 @@ impl Dependency {
     /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
     pub fn try_force_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
         self.operate(tenant, EventKind::ForcedOpen)
+    }
+
+    /// Opens a breaker as if its trip policy had fired (C19): new
+    /// generation, the open period (and backoff) of the profile, then the
+    /// probe cycle of C7 and C8; unlike [`force_open`](Self::force_open) it
+    /// ends by itself. From half-open it is a re-trip (the backoff grows);
+    /// on an open breaker the open period restarts from now; a forced-open
+    /// breaker stays forced (only a reset ends a force). Counted in
+    /// `opened_total` and announced as [`EventKind::Trip`].
+    ///
+    /// `None` (or `Some("")`) on a tenant-scoped dependency trips every
+    /// partition there is (`<overflow>` too once it has served anyone);
+    /// tenants first seen afterwards start closed. One tenant's partition
+    /// is made if it has none (nothing is done if the table has no room
+    /// for it). A tenant id longer than [`MAX_TENANT_LEN`] bytes names no
+    /// partition: nothing is done ([`try_trip`](Self::try_trip) says so).
+    ///
+    /// ```
+    /// # use breakerbank::{Bank, ManualClock, Profile, State};
+    /// # use std::time::Duration;
+    /// # let bank = Bank::with_clock(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap(), ManualClock::new());
+    /// let svc = bank.dependency("svc_client").unwrap();
+    /// svc.trip(None);
+    /// assert_eq!(svc.state(None).unwrap(), State::Open);
+    /// bank.manual_clock().unwrap().advance(Duration::from_secs(30));
+    /// assert_eq!(svc.state(None).unwrap(), State::HalfOpen, "it ends by itself");
+    /// ```
+    pub fn trip(&self, tenant: Option<&str>) {
+        let _ = self.try_trip(tenant);
+    }
+
+    /// [`trip`](Self::trip), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_trip(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
+        self.operate(tenant, EventKind::Trip)
+    }
+
+    /// Starts a probe cycle now (C19): half-open, new generation, at most
+    /// `probe_budget` probes, `success_threshold` successes to close (C7,
+    /// C8). On an open breaker the open period ends early; on a closed one
+    /// full traffic waits for the probes; a half-open breaker is left in
+    /// the cycle it is in, and a forced-open one stays forced (only a
+    /// reset ends a force). Counted in `half_opened_total` and announced
+    /// as [`EventKind::HalfOpen`]. Tenant rules as for [`trip`](Self::trip).
+    pub fn half_open(&self, tenant: Option<&str>) {
+        let _ = self.try_half_open(tenant);
+    }
+
+    /// [`half_open`](Self::half_open), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_half_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
+        self.operate(tenant, EventKind::HalfOpen)
     }
 
     pub(crate) fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String, u64) {

@@ -55,6 +55,7 @@ fn c9_c11_a_slot_is_owned_by_its_tenant_through_its_transitions_and_no_longer() 
     // A transition moves the generation on: still a's, by its key.
     part.cell
         .operate(machine::force_open, |_| true)
+        .done()
         .expect("forced open");
     let forced = part.cell.load();
     assert_ne!(forced.generation(), a.owner.generation);
@@ -62,7 +63,10 @@ fn c9_c11_a_slot_is_owned_by_its_tenant_through_its_transitions_and_no_longer() 
         part.owned_by(forced, a.owner),
         "a's after its own transition"
     );
-    part.cell.operate(machine::reset, |_| true).expect("reset");
+    part.cell
+        .operate(machine::reset, |_| true)
+        .done()
+        .expect("reset");
     // b takes a's room: the slot a held is a's no longer.
     let b = t.get_or_insert("b").expect("a is idle and evictable");
     assert!(t.lookup("a").is_none(), "a was evicted");
@@ -183,6 +187,7 @@ fn c11_a_tenant_forced_open_while_its_insert_settles_stays_forced() {
     assert_eq!(r.owner.generation, generation);
     part.cell
         .operate(machine::force_open, |w| part.owned_by(w, r.owner))
+        .done()
         .expect("forced");
     let fresh = t.complete(part, pending, key);
     let settled = t.settle_forced(part, fresh, key, generation);
