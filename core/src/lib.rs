@@ -85,7 +85,7 @@ mod table;
 mod window;
 
 pub use bank::Bank;
-pub use call::{CallError, CallOptions};
+pub use call::{CallError, CallOptions, Classifier};
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
 pub use dependency::{Decision, Dependency, HeldPermit, Inspection, Permit, RawPermit, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};

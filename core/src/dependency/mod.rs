@@ -1,6 +1,7 @@
 //! One dependency of a bank: its partitions, the routing of a tenant to
 //! its partition, and the counters each count goes to.
 
+use crate::call::Classifier;
 use crate::clock::{Clock, Instant, MonotonicClock};
 use crate::dependency::permit::*;
 use crate::events::EventBus;
@@ -14,6 +15,7 @@ use crate::sync::{epoch, AtomicU64, CachePadded, StdArc};
 use crate::table::{Resolved, Table};
 use crate::window::Window;
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 mod admit;
@@ -74,6 +76,8 @@ pub(crate) struct DepInner {
     /// this dependency (an open period ending, an episode reaching its
     /// recovery bound); `u64::MAX`: nothing.
     pub(crate) sweep_due: AtomicU64,
+    /// The default error classifier of the wrapped calls (C17), set once.
+    pub(crate) classify: OnceLock<Box<Classifier>>,
 }
 
 /// One dependency of a bank: resolve once with
@@ -195,6 +199,7 @@ impl Dependency {
                 events,
                 sweeper,
                 sweep_due: AtomicU64::new(u64::MAX),
+                classify: OnceLock::new(),
             }),
         })
     }
