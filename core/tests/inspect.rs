@@ -197,19 +197,22 @@ fn c18_forced_open_reads_since_the_force_with_no_retry_after() {
     assert_eq!(dep.inspect(None).unwrap(), fresh(bank.now()), "the reset");
 }
 
+/// `email_client` on the failure-rate policy: 50% over `min_calls` in 10 s.
+fn rate_profile(isolation: &str, min_calls: u32) -> breakerbank::Profile {
+    profile(
+        "email_client",
+        isolation,
+        &format!("{{failure_rate: 0.5, min_calls: {min_calls}, window: 10s}}"),
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: degraded}",
+        "",
+    )
+}
+
 #[test]
 fn c18_under_failure_rate_consecutive_failures_are_the_windows_failures() {
-    let y = "dependencies:
-  email_client:
-    isolation: global
-    trip: {failure_rate: 0.5, min_calls: 10, window: 10s}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: degraded}
-    recovery_bound: 5m
-";
     let clock = ManualClock::new();
-    let bank = Bank::with_clock(breakerbank::Profile::from_yaml(y).unwrap(), clock.clone());
+    let bank = Bank::with_clock(rate_profile("global", 10), clock.clone());
     let dep = bank.dependency("email_client").unwrap();
     fail(&dep, None, 2);
     admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
@@ -229,19 +232,7 @@ fn c18_under_failure_rate_consecutive_failures_are_the_windows_failures() {
 
 #[test]
 fn c18_tenant_failure_rate_reads_its_own_episode_window() {
-    let y = "dependencies:
-  email_client:
-    isolation: tenant
-    trip: {failure_rate: 0.5, min_calls: 4, window: 10s}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: degraded}
-    recovery_bound: 5m
-";
-    let bank = Bank::with_clock(
-        breakerbank::Profile::from_yaml(y).unwrap(),
-        ManualClock::new(),
-    );
+    let bank = Bank::with_clock(rate_profile("tenant", 4), ManualClock::new());
     let dep = bank.dependency("email_client").unwrap();
     fail(&dep, Some("acme"), 2);
     assert_eq!(dep.inspect(Some("acme")).unwrap().consecutive_failures, 2);

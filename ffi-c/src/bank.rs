@@ -381,15 +381,37 @@ pub extern "C" fn bb_state(
     tenant_len: usize,
     out: *mut bb_breaker_state,
 ) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        read(bank, dep, tenant, tenant_len, out, |d, t| {
+            d.state(t).map(Into::into)
+        })
+    }
+}
+
+/// The body of `bb_state` and `bb_inspect`: one partition read by `read`
+/// into `*out`, written only on success.
+///
+/// # Safety
+///
+/// As `bb_admit`, with `out` a valid `R *`.
+unsafe fn read<R>(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    out: *mut R,
+    read: impl Fn(&Dependency, Option<&str>) -> Result<R, AdmitError>,
+) -> bb_status {
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let out = try_out!(out, "out");
         let d = dependency(bank, dep)?;
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        match d.state(tenant) {
-            Ok(s) => {
-                out.write(s.into());
+        match read(d, tenant) {
+            Ok(v) => {
+                out.write(v);
                 Ok(())
             }
             Err(e) => Err(tenant_refused(d, e)),
@@ -413,29 +435,20 @@ pub extern "C" fn bb_inspect(
     tenant_len: usize,
     out: *mut bb_inspection,
 ) -> bb_status {
-    ffi_boundary! {
-        let bank = try_ref!(bank, "bank");
-        let out = try_out!(out, "out");
-        let d = dependency(bank, dep)?;
-        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
-        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        match d.inspect(tenant) {
-            Ok(i) => {
-                out.write(bb_inspection {
-                    state: i.state.into(),
-                    consecutive_failures: i.consecutive_failures,
-                    half_open_successes: i.half_open_successes,
-                    probes_in_flight: i.probes_in_flight,
-                    retrips: i.retrips,
-                    since_ns: i.since.as_nanos(),
-                    has_retry_after: i.retry_after.is_some(),
-                    retry_after_ns: i.retry_after.map_or(0, nanos),
-                });
-                Ok(())
-            }
-            Err(e) => Err(tenant_refused(d, e)),
-        }
-    }
+    let inspect = |d: &Dependency, t: Option<&str>| {
+        d.inspect(t).map(|i| bb_inspection {
+            state: i.state.into(),
+            consecutive_failures: i.consecutive_failures,
+            half_open_successes: i.half_open_successes,
+            probes_in_flight: i.probes_in_flight,
+            retrips: i.retrips,
+            since_ns: i.since.as_nanos(),
+            has_retry_after: i.retry_after.is_some(),
+            retry_after_ns: i.retry_after.map_or(0, nanos),
+        })
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { read(bank, dep, tenant, tenant_len, out, inspect) }
 }
 
 /// Operator reset (C11): forces the breaker closed with counters cleared.

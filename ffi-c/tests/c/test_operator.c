@@ -1,6 +1,7 @@
 /*
  * breakerbank's C ABI: what breaker users rely on beyond admission —
- * inspection (C18) and operator transitions (C19). Time is a manual clock.
+ * failure classification (C17), inspection (C18) and operator transitions
+ * (C19). Time is a manual clock.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
@@ -52,6 +53,26 @@ static bb_inspection inspect(uint32_t dep, const char *tenant) {
   memset(&i, 0xAB, sizeof i);
   CHECK_OK(bb_inspect(bank, dep, tenant, tenant ? strlen(tenant) : 0, &i));
   return i;
+}
+
+/* ---- C17: classification ------------------------------------------------ */
+
+/* C has no wrapped call: the caller classifies by the outcome it records. */
+static void c17_the_recorded_outcome_is_the_callers_classification(void) {
+  fresh_bank();
+  for (int i = 0; i < 5; i++) {
+    /* "not found": an answer, recorded as a success */
+    CHECK(bbt_call(bank, EMAIL, NULL, BB_OUTCOME_SUCCESS));
+    /* the caller gave up: neither */
+    CHECK(bbt_call(bank, EMAIL, NULL, BB_OUTCOME_CANCELLED));
+  }
+  CHECK(bbt_state(bank, EMAIL, NULL) == BB_STATE_CLOSED);
+  CHECK(bbt_metric(bank, "failures_total", "email_client", "global", NULL) <= 0);
+  CHECK(bbt_metric(bank, "cancelled_total", "email_client", "global", NULL) == 5);
+  CHECK(bbt_call(bank, EMAIL, NULL, BB_OUTCOME_FAILURE));
+  CHECK(inspect(EMAIL, NULL).consecutive_failures == 1);
+  CHECK(bbt_call(bank, EMAIL, NULL, BB_OUTCOME_FAILURE));
+  CHECK(bbt_state(bank, EMAIL, NULL) == BB_STATE_OPEN);
 }
 
 /* ---- C18: inspection ---------------------------------------------------- */
@@ -213,6 +234,7 @@ static void c19_empty_tenant_means_every_partition_and_forced_stays_forced(void)
 }
 
 int main(void) {
+  RUN(c17_the_recorded_outcome_is_the_callers_classification);
   RUN(c18_inspect_reads_counters_and_episode);
   RUN(c18_inspect_bad_input_writes_nothing);
   RUN(c19_trip_opens_and_ends_by_itself);

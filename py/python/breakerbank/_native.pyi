@@ -8,6 +8,11 @@ from typing import Any, Literal, TypedDict, TypeVar, final
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _State = Literal["closed", "open", "half_open", "forced_open"]
+# A call's classifier (C17): "success", "failure", "cancelled", or None for the rule.
+_Classify = Callable[[BaseException], str | None]
+_Matchers = type[BaseException] | Callable[[BaseException], object] | tuple[
+    type[BaseException] | Callable[[BaseException], object], ...
+]
 _Reason = Literal["open", "probe_budget", "forced_open", "deadline_expired"]
 _Kind = Literal["stale", "degraded", "error"]
 _Outcome = Literal["success", "failure", "cancelled"]
@@ -131,7 +136,18 @@ class Dependency:
     def window(self) -> float | None: ...
     def breaker_of(self, tenant: str | None = None) -> str: ...
     def now(self) -> float: ...
-    def admit(self, tenant: str | None = None, deadline: float | None = None) -> Decision: ...
+    def admit(
+        self,
+        tenant: str | None = None,
+        deadline: float | None = None,
+        classify: _Classify | None = None,
+    ) -> Decision: ...
+    def classify(
+        self,
+        failure: _Matchers | None = None,
+        success: _Matchers | None = None,
+        cancelled: _Matchers | None = None,
+    ) -> None: ...
     def call(
         self,
         fn: Callable[..., Any],
@@ -141,6 +157,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
         **kwargs: Any,
     ) -> Any: ...
     def call_with(
@@ -154,6 +171,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
     ) -> Any: ...
     def acall(
         self,
@@ -164,6 +182,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
         **kwargs: Any,
     ) -> Awaitable[Any]: ...
     def acall_with(
@@ -177,6 +196,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
     ) -> Awaitable[Any]: ...
     def cache_put(self, key: str, value: object, *, tenant: str | None = None) -> None: ...
     def state(self, tenant: str | None = None) -> _State: ...
@@ -211,4 +231,5 @@ class Bank:
         tenant_arg: str | None = "tenant",
         fallback: Callable[..., Any] | None = None,
         cache_key: Callable[..., Any] | None = None,
+        classify: _Classify | None = None,
     ) -> Callable[[_F], _F]: ...
