@@ -227,8 +227,9 @@ impl PyDecision {
 
     /// Records the outcome of a call that returned (`exc=None`: success, or
     /// failure if it took at least `slow_call`) or raised `exc` (by the
-    /// exception rule); returns the outcome recorded. An `exc` that is not
-    /// an exception instance raises TypeError and records nothing.
+    /// admission's `classify`, the dependency's rule, then the exception
+    /// rule: C17); returns the outcome recorded. An `exc` that is not an
+    /// exception instance raises TypeError and records nothing.
     #[pyo3(signature = (exc=None))]
     fn finish(&self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<&'static str> {
         self.finish_with(py, exc).map(Outcome::as_str)
