@@ -653,8 +653,9 @@ pub extern "C" fn bb_fallback_code(
 }
 
 /// Sets (or, with `f` NULL, clears) the bank's event callback, replacing any
-/// previous one. Events: transitions, resets, forced opens and stuck alerts
-/// of every breaker of the bank (C16).
+/// previous one. Events: transitions, resets, forced opens, operator trips
+/// and half-opens, and stuck alerts of every breaker of the bank (C16,
+/// C19).
 ///
 /// When this returns, the previous callback is not running and will not be
 /// called again. The callback runs on a thread of breakerbank's, never from

@@ -205,9 +205,11 @@ impl PyBank {
         Ok(out)
     }
 
-    /// Calls `listener(event)` for every transition, reset, forced open and
-    /// stuck alert (C16), with `event` a dict: `kind`, `dependency`,
-    /// `partition`, `at` (seconds on the bank's clock), `from`, `to`.
+    /// Calls `listener(event)` for every transition, reset, forced open,
+    /// operator trip and half-open, and stuck alert (C16, C19), with `event`
+    /// a dict: `kind` ("transition", "reset", "forced_open", "trip",
+    /// "half_open" or "stuck"), `dependency`, `partition`, `at` (seconds on
+    /// the bank's clock), `from`, `to`.
     /// An exception in the listener is reported as unraisable and ignored.
     /// Returns the listener, so this works as a decorator.
     fn on_event<'py>(&self, listener: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
