@@ -160,7 +160,7 @@ impl Dependency {
     /// the rule is applied: this call's classifier if it has one, else
     /// the dependency's default if it says, else a failure
     /// ([`Outcome::of_error`]).
-    pub fn classify<E: 'static>(
+    pub fn classify_error<E: 'static>(
         &self,
         error: &E,
         per_call: Option<&dyn Fn(&E) -> Outcome>,
@@ -430,7 +430,7 @@ impl Dependency {
         options: &CallOptions<'_, T, E>,
         out: Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        let counted = p.finish(&out, |e| self.classify(e, options.classify));
+        let counted = p.finish(&out, |e| self.classify_error(e, options.classify));
         if let Ok(v) = &out {
             self.keep_stale(tenant, options.cache_key, counted, || v.clone());
         }
@@ -463,7 +463,7 @@ impl Dependency {
                 Ok(v)
             }
             Err(e) => {
-                p.record(self.classify(&e, None));
+                p.record(self.classify_error(&e, None));
                 Err(CallError::Inner(e))
             }
         }
