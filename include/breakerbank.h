@@ -212,11 +212,11 @@ enum bb_event_kind
   /**
    * An operator trip (`bb_trip`, C19): `from` → open; ends by itself.
    */
-  BB_EVENT_TRIP = 4,
+  BB_EVENT_TRIP = 5,
   /**
    * An operator half-open (`bb_half_open`, C19): `from` → half-open.
    */
-  BB_EVENT_HALF_OPEN = 5,
+  BB_EVENT_HALF_OPEN = 6,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

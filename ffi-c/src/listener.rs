@@ -32,9 +32,9 @@ pub enum bb_event_kind {
     /// per trip-to-close episode.
     BB_EVENT_STUCK = 3,
     /// An operator trip (`bb_trip`, C19): `from` → open; ends by itself.
-    BB_EVENT_TRIP = 4,
+    BB_EVENT_TRIP = 5,
     /// An operator half-open (`bb_half_open`, C19): `from` → half-open.
-    BB_EVENT_HALF_OPEN = 5,
+    BB_EVENT_HALF_OPEN = 6,
 }
 
 /// One event, lent to the callback for the duration of the call: copy what

@@ -229,6 +229,12 @@ impl Dependency {
         &self.inner.config
     }
 
+    /// The transition knobs in force, for the cold paths (operator
+    /// actions, inspection).
+    pub(crate) fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
     /// Calls at least this slow count as failures.
     pub fn slow_call(&self) -> Option<Duration> {
         self.inner.config.slow_call

@@ -135,6 +135,7 @@ impl Dependency {
     /// `owner`; `None` if the slot is no longer theirs (read as fresh).
     fn inspect_part(&self, slot: u32, part: &Partition, owner: Owner) -> Option<Inspection> {
         let inner = &*self.inner;
+        let policy = self.policy();
         let w = part.cell.load();
         if w.phase().is_held() || !part.owned_by(w, owner) {
             return None;
@@ -147,11 +148,11 @@ impl Dependency {
                     None => (State::HalfOpen, None),
                 },
                 // The trip is being published: its whole period is ahead.
-                None => (State::Open, Some(inner.policy.open_duration_for(w.trips()))),
+                None => (State::Open, Some(policy.open_duration_for(w.trips()))),
             },
             p => (State::from_phase(p.seen()), None),
         };
-        let consecutive_failures = match (state, inner.policy.consecutive_failures) {
+        let consecutive_failures = match (state, policy.consecutive_failures) {
             (State::Closed, Some(_)) => w.count(),
             (State::Closed, None) => {
                 let failures = |win: &crate::window::Window| win.totals(now.as_nanos()).1;
@@ -214,12 +215,13 @@ impl Dependency {
             Err(e) => return Err(e),
         };
         let inner = &*self.inner;
+        let policy = self.policy();
         // A trip's open period runs from the action.
         let now = inner.clock.now();
         let action = |w: Word| match kind {
             EventKind::ForcedOpen => machine::force_open(w),
-            EventKind::Trip => machine::trip(w, now, &inner.policy),
-            EventKind::HalfOpen => machine::half_open(w, &inner.policy),
+            EventKind::Trip => machine::trip(w, now, policy),
+            EventKind::HalfOpen => machine::half_open(w, policy),
             _ => machine::reset(w),
         };
         // What the action did; `Lost` when the slot changed owner between
