@@ -215,6 +215,14 @@ enum bb_event_kind
    * no states.
    */
   BB_EVENT_RELOAD = 4,
+  /**
+   * An operator trip (`bb_trip`, C19): `from` → open; ends by itself.
+   */
+  BB_EVENT_TRIP = 5,
+  /**
+   * An operator half-open (`bb_half_open`, C19): `from` → half-open.
+   */
+  BB_EVENT_HALF_OPEN = 6,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -352,6 +360,54 @@ typedef struct bb_decision {
    */
   struct bb_permit permit;
 } bb_decision;
+
+/**
+ * One breaker as `bb_inspect` read it (C18): every field from one load of
+ * its state word, the open-until and counters beside it. A plain value
+ * struct: nothing to free.
+ */
+typedef struct bb_inspection {
+  /**
+   * The state an admission would find now: an open breaker whose open
+   * period has ended reads `BB_STATE_HALF_OPEN`.
+   */
+  bb_breaker_state state;
+  /**
+   * Closed: failures counted toward the trip (consecutive failures;
+   * under `failure_rate`, the failures in the current window). 0 in
+   * every other state.
+   */
+  uint32_t consecutive_failures;
+  /**
+   * Half-open: successful probes of this half-open episode; else 0.
+   */
+  uint32_t half_open_successes;
+  /**
+   * Probe permits holding a slot, earlier half-open episodes' included.
+   */
+  uint32_t probes_in_flight;
+  /**
+   * Re-trips from half-open since the last close (the backoff exponent).
+   */
+  uint32_t retrips;
+  /**
+   * When the current episode began, ns on the bank's clock: the trip
+   * (open, half-open), the force (forced open), the last close or reset
+   * (closed); 0, the start of the bank's clock, for a partition that
+   * has seen no transition.
+   */
+  uint64_t since_ns;
+  /**
+   * Whether `retry_after_ns` holds a value: true exactly when `state`
+   * is `BB_STATE_OPEN`.
+   */
+  bool has_retry_after;
+  /**
+   * Open: ns until the breaker next admits a probe; 0 when
+   * `has_retry_after` is false.
+   */
+  uint64_t retry_after_ns;
+} bb_inspection;
 
 /**
  * One event, lent to the callback for the duration of the call: copy what
@@ -541,6 +597,18 @@ bb_status bb_record(const struct bb_bank *bank, struct bb_permit permit, bb_outc
 bb_status bb_state(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len, bb_breaker_state *out);
 
 /**
+ * Reads one breaker's state, counters and episode into `*out` (C18); see
+ * `bb_inspection`. Changes nothing: a tenant never seen, or evicted, reads
+ * as a fresh partition (forced open after a dependency-wide force), and
+ * asking never creates one. Tenant rules as for `bb_state`. Thread-safe.
+ *
+ * # Safety
+ *
+ * As `bb_admit`, with `out` a valid `bb_inspection *`.
+ */
+bb_status bb_inspect(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len, struct bb_inspection *out);
+
+/**
  * Operator reset (C11): forces the breaker closed with counters cleared.
  *
  * On a tenant-scoped dependency a tenant of length 0 means every partition
@@ -554,6 +622,41 @@ bb_status bb_state(const struct bb_bank *bank, uint32_t dep, const char *tenant,
  * is NULL with 0).
  */
 bb_status bb_reset(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len);
+
+/**
+ * Operator trip (C19): opens the breaker as if its trip policy had fired
+ * (new generation, the profile's open period and backoff, then the probe
+ * cycle); unlike `bb_force_open` it ends by itself. From half-open it is a
+ * re-trip (the backoff grows); on an open breaker the open period restarts
+ * from now; a forced-open breaker stays forced until `bb_reset`.
+ *
+ * A tenant of length 0 on a tenant-scoped dependency means every
+ * partition there is (tenants first seen afterwards start closed); one
+ * tenant's partition is made if it has none. A tenant longer than 256
+ * bytes is `BB_ERR_INVALID_TENANT` and changes nothing. Counted in
+ * `opened_total`; emits a `BB_EVENT_TRIP` event. Thread-safe.
+ *
+ * # Safety
+ *
+ * As `bb_reset`.
+ */
+bb_status bb_trip(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len);
+
+/**
+ * Operator half-open (C19): starts a probe cycle now (at most
+ * `probe_budget` probes, `success_threshold` successes to close). On an
+ * open breaker the open period ends early; on a closed one full traffic
+ * waits for the probes; a half-open breaker keeps the cycle it is in; a
+ * forced-open one stays forced until `bb_reset`.
+ *
+ * Tenant rules as for `bb_trip`. Counted in `half_opened_total`; emits a
+ * `BB_EVENT_HALF_OPEN` event. Thread-safe.
+ *
+ * # Safety
+ *
+ * As `bb_reset`.
+ */
+bb_status bb_half_open(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len);
 
 /**
  * Operator force-open (C11): isolates the breaker until `bb_reset`.
@@ -618,8 +721,9 @@ bb_status bb_fallback_code(const struct bb_bank *bank, uint32_t dep, char *buf, 
 
 /**
  * Sets (or, with `f` NULL, clears) the bank's event callback, replacing any
- * previous one. Events: transitions, resets, forced opens and stuck alerts
- * of every breaker of the bank (C16).
+ * previous one. Events: transitions, resets, forced opens, operator trips
+ * and half-opens, and stuck alerts of every breaker of the bank (C16,
+ * C19).
  *
  * When this returns, the previous callback is not running and will not be
  * called again. The callback runs on a thread of breakerbank's, never from

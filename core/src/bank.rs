@@ -420,8 +420,8 @@ impl Bank {
         out
     }
 
-    /// Adds a listener for transitions, resets, forced opens and stuck
-    /// alerts (C16). Listeners run on a dispatcher thread, in order; a slow
+    /// Adds a listener for transitions, resets, forced opens, operator
+    /// trips and half-opens, and stuck alerts (C16, C19). Listeners run on a dispatcher thread, in order; a slow
     /// listener delays other events, never admission. Events beyond the
     /// queue's bound are dropped and counted ([`Bank::events_dropped`]).
     pub fn subscribe(&self, listener: impl Fn(&Event) + Send + Sync + 'static) {

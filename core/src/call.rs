@@ -9,6 +9,7 @@ use crate::metrics::{bump, Stats};
 use crate::outcome::*;
 use crate::partition::{GLOBAL, OVERFLOW};
 use crate::sync::AtomicU64;
+use std::any::Any;
 use std::fmt;
 use std::future::Future;
 
@@ -64,34 +65,121 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
 
 impl<E: fmt::Debug + fmt::Display> std::error::Error for CallError<E> {}
 
-/// Options of [`Dependency::call_with`]: the stale-cache key and a
-/// degraded behaviour (returning `None` when it cannot serve).
-pub struct CallOptions<'a, T> {
+/// Options of [`Dependency::call_with`] and
+/// [`Dependency::call_async_with`]: the stale-cache key, a degraded
+/// behaviour (returning `None` when it cannot serve), and this call's
+/// error classifier (C17).
+pub struct CallOptions<'a, T, E> {
     /// Key of the value in the stale cache (`stale` fallbacks).
     pub cache_key: Option<&'a str>,
     /// The degraded behaviour (`degraded` fallbacks).
     pub degraded: Option<Box<dyn FnOnce() -> Option<T> + 'a>>,
+    /// What this call's error counts as (C17): [`Outcome::Failure`],
+    /// [`Outcome::Success`] (an expected answer such as "not found") or
+    /// [`Outcome::Cancelled`] (counts as neither). `None`: the
+    /// dependency's default ([`Dependency::set_classify`]), else every
+    /// error is a failure. The error is returned to the caller whatever it
+    /// counts as.
+    pub classify: Option<&'a dyn Fn(&E) -> Outcome>,
 }
 
-impl<T> Default for CallOptions<'_, T> {
+impl<T, E> Default for CallOptions<'_, T, E> {
     fn default() -> Self {
         Self {
             cache_key: None,
             degraded: None,
+            classify: None,
         }
     }
 }
 
-impl<T> fmt::Debug for CallOptions<'_, T> {
+impl<T, E> fmt::Debug for CallOptions<'_, T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallOptions")
             .field("cache_key", &self.cache_key)
             .field("degraded", &self.degraded.is_some())
+            .field("classify", &self.classify.is_some())
             .finish()
     }
 }
 
+/// A dependency's default error classifier (C17), set once with
+/// [`Dependency::set_classify`]: it sees the error of a wrapped call
+/// (`call`, `call_with`, `call_async`, `call_async_with`) as `&dyn Any`,
+/// since each call has its own error type, and says what it counts as, or
+/// `None` to leave it to the default rule (a failure).
+pub type Classifier = dyn Fn(&dyn Any) -> Option<Outcome> + Send + Sync;
+
 impl Dependency {
+    /// Sets the dependency's default error classifier (C17), once: every
+    /// handle of the dependency sees it, and a wrapped call whose options
+    /// carry no classifier of their own uses it. `Err(classify)` if one was
+    /// set already. Explicit records ([`Permit::record`]) are the caller's
+    /// word and never classified.
+    ///
+    /// ```
+    /// use breakerbank::{Bank, CallError, ManualClock, Outcome, Profile, State};
+    /// use std::io;
+    ///
+    /// let bank = Bank::with_clock(Profile::from_yaml(r#"
+    /// dependencies:
+    ///   users_client:
+    ///     isolation: global
+    ///     trip: {consecutive_failures: 1}
+    ///     open_duration: 30s
+    ///     half_open: {probe_budget: 1, success_threshold: 1}
+    ///     fallback: {kind: error, code: USERS_DOWN}
+    ///     recovery_bound: 5m
+    /// "#)?, ManualClock::new());
+    /// let users = bank.dependency("users_client").unwrap();
+    /// // "Not found" is an answer, not an outage.
+    /// users
+    ///     .set_classify(|e| match e.downcast_ref::<io::Error>()?.kind() {
+    ///         io::ErrorKind::NotFound => Some(Outcome::Success),
+    ///         _ => None,
+    ///     })
+    ///     .unwrap_or_else(|_| panic!("set once"));
+    /// let missing = users.call(None, None, || {
+    ///     Err::<(), _>(io::Error::from(io::ErrorKind::NotFound))
+    /// });
+    /// assert!(matches!(missing, Err(CallError::Inner(_))), "still returned");
+    /// assert_eq!(users.state(None)?, State::Closed, "but not counted");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_classify<F>(&self, classify: F) -> Result<(), F>
+    where
+        F: Fn(&dyn Any) -> Option<Outcome> + Send + Sync + 'static,
+    {
+        let mut given = Some(classify);
+        let _ = self
+            .inner
+            .classify
+            .get_or_init(|| Box::new(given.take().expect("taken once")));
+        match given {
+            None => Ok(()),
+            Some(f) => Err(f),
+        }
+    }
+
+    /// What the error of a wrapped call counts as (C17), the one place
+    /// the rule is applied: this call's classifier if it has one, else
+    /// the dependency's default if it says, else a failure
+    /// ([`Outcome::of_error`]).
+    pub fn classify_error<E: 'static>(
+        &self,
+        error: &E,
+        per_call: Option<&dyn Fn(&E) -> Outcome>,
+    ) -> Outcome {
+        if let Some(f) = per_call {
+            return f(error);
+        }
+        self.inner
+            .classify
+            .get()
+            .and_then(|f| f(error))
+            .unwrap_or_else(|| Outcome::of_error(error))
+    }
+
     /// The error a rejection amounts to when no fallback is served (C4):
     /// for callers that handle rejections themselves. Counts nothing.
     pub fn unavailable(
@@ -247,7 +335,7 @@ impl Dependency {
     /// fallback, which with no cache key or degraded behaviour can only be
     /// [`CallError::Unavailable`]. See [`call_with`](Self::call_with).
     #[inline]
-    pub fn call<T, E>(
+    pub fn call<T, E: 'static>(
         &self,
         tenant: Option<&str>,
         deadline: Option<Instant>,
@@ -255,7 +343,7 @@ impl Dependency {
     ) -> Result<T, CallError<E>> {
         // A panic in `f` drops the permit, which records `Cancelled` (C13).
         match self.admit(tenant, deadline) {
-            Ok(Decision::Admitted(p)) => finish(p, f()),
+            Ok(Decision::Admitted(p)) => self.finish(p, f()),
             Ok(Decision::Rejected(r)) => self.refused(tenant, &r),
             Err(e) => Err(e.into()),
         }
@@ -273,8 +361,8 @@ impl Dependency {
         self.reject_to_error(tenant, r)
     }
 
-    /// Like [`call`](Self::call), with a stale-cache key and a degraded
-    /// behaviour: a value is kept for `stale` fallbacks as
+    /// Like [`call`](Self::call), with a stale-cache key, a degraded
+    /// behaviour and a classifier ([`CallOptions`]): a value is kept for `stale` fallbacks as
     /// [`keep_stale`](Self::keep_stale) says; a rejection serves the declared fallback (C3, C4).
     ///
     /// ```
@@ -290,7 +378,7 @@ impl Dependency {
     ///     recovery_bound: 5m
     /// "#).unwrap());
     /// let catalog = bank.dependency("catalog_client").unwrap();
-    /// let opts = || CallOptions { cache_key: Some("sku-1"), degraded: None };
+    /// let opts = || CallOptions { cache_key: Some("sku-1"), ..Default::default() };
     /// let fresh = catalog.call_with(None, None, opts(), || Ok::<_, String>(42));
     /// assert_eq!(fresh.unwrap(), 42);
     /// let failed = catalog.call_with(None, None, opts(), || Err::<i32, _>("boom".to_string()));
@@ -299,40 +387,95 @@ impl Dependency {
     /// let stale = catalog.call_with(None, None, opts(), || -> Result<i32, String> { unreachable!() });
     /// assert_eq!(stale.unwrap(), 42);
     /// ```
-    pub fn call_with<T: Clone + Send + Sync + 'static, E>(
+    pub fn call_with<T: Clone + Send + Sync + 'static, E: 'static>(
         &self,
         tenant: Option<&str>,
         deadline: Option<Instant>,
-        options: CallOptions<'_, T>,
+        options: CallOptions<'_, T, E>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => {
-                let out = f();
-                let counted = p.finish(&out, Outcome::of_error);
-                if let Ok(v) = &out {
-                    self.keep_stale(tenant, options.cache_key, counted, || v.clone());
-                }
-                out.map_err(CallError::Inner)
-            }
-            Decision::Rejected(r) if !r.reason.serves_fallback() => Err(CallError::DeadlineExpired),
-            Decision::Rejected(r) => self
-                .serve_fallback(tenant, &r, options.cache_key, options.degraded)
-                .map_err(CallError::Unavailable),
+            Decision::Admitted(p) => self.finish_with(tenant, p, &options, f()),
+            Decision::Rejected(r) => self.refused_with(tenant, &r, options),
         }
     }
 
     /// The async twin of [`call`](Self::call). If the returned future is
     /// dropped mid-call, the permit records `Cancelled` (C10, C13).
-    pub async fn call_async<T, E>(
+    pub async fn call_async<T, E: 'static>(
         &self,
         tenant: Option<&str>,
         deadline: Option<Instant>,
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
         match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => finish(p, fut.await),
+            Decision::Admitted(p) => self.finish(p, fut.await),
             Decision::Rejected(r) => self.reject_to_error(tenant, &r),
+        }
+    }
+
+    /// The async twin of [`call_with`](Self::call_with). If the returned
+    /// future is dropped mid-call, the permit records `Cancelled` (C10,
+    /// C13).
+    pub async fn call_async_with<T: Clone + Send + Sync + 'static, E: 'static>(
+        &self,
+        tenant: Option<&str>,
+        deadline: Option<Instant>,
+        options: CallOptions<'_, T, E>,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, CallError<E>> {
+        match self.admit(tenant, deadline).map_err(CallError::from)? {
+            Decision::Admitted(p) => self.finish_with(tenant, p, &options, fut.await),
+            Decision::Rejected(r) => self.refused_with(tenant, &r, options),
+        }
+    }
+
+    /// The result of a call admitted by `p` as `call_with` returns it: its
+    /// outcome recorded (classified by `options`, C17), a success kept for
+    /// `stale` fallbacks.
+    fn finish_with<T: Clone + Send + Sync + 'static, E: 'static>(
+        &self,
+        tenant: Option<&str>,
+        p: Permit<'_>,
+        options: &CallOptions<'_, T, E>,
+        out: Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        let counted = p.finish(&out, |e| self.classify_error(e, options.classify));
+        if let Ok(v) = &out {
+            self.keep_stale(tenant, options.cache_key, counted, || v.clone());
+        }
+        out.map_err(CallError::Inner)
+    }
+
+    /// `call_with`'s answer to a refusal: the declared fallback (C3, C4).
+    fn refused_with<T: Clone + Send + Sync + 'static, E>(
+        &self,
+        tenant: Option<&str>,
+        r: &Rejection<'_>,
+        options: CallOptions<'_, T, E>,
+    ) -> Result<T, CallError<E>> {
+        if !r.reason.serves_fallback() {
+            return Err(CallError::DeadlineExpired);
+        }
+        self.serve_fallback(tenant, r, options.cache_key, options.degraded)
+            .map_err(CallError::Unavailable)
+    }
+
+    /// The call's result as [`Dependency::call`] returns it, its outcome
+    /// recorded by `p`, an error's by [`Dependency::classify`] (C17).
+    #[inline(always)]
+    fn finish<T, E: 'static>(&self, p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
+        // `Permit::finish` spelled out: the result moves straight through,
+        // without being borrowed across the record.
+        match out {
+            Ok(v) => {
+                p.record(Outcome::Success);
+                Ok(v)
+            }
+            Err(e) => {
+                p.record(self.classify_error(&e, None));
+                Err(CallError::Inner(e))
+            }
         }
     }
 }
@@ -341,22 +484,4 @@ fn unreachable_value<T>() -> T {
     // `serve_fallback::<()>` without a cache key or degraded behaviour can
     // only fail; this keeps the types honest without an unwrap.
     unreachable!("a fallback without cache key or degraded behaviour cannot serve a value")
-}
-
-/// The call's result as [`Dependency::call`] returns it, its outcome
-/// recorded by `p` under the core's error rule ([`Outcome::of_error`]).
-#[inline(always)]
-fn finish<T, E>(p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
-    // `Permit::finish` spelled out: the result moves straight through,
-    // without being borrowed across the record.
-    match out {
-        Ok(v) => {
-            p.record(Outcome::Success);
-            Ok(v)
-        }
-        Err(e) => {
-            p.record(Outcome::of_error(&e));
-            Err(CallError::Inner(e))
-        }
-    }
 }

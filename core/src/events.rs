@@ -26,10 +26,15 @@ pub enum EventKind {
     /// dependency it kept, added or removed, with partition `*` (all of
     /// them) and no states.
     Reload,
+    /// An operator tripped it open (C19); it ends by itself.
+    Trip,
+    /// An operator started a probe cycle (C19).
+    HalfOpen,
 }
 
 impl EventKind {
-    /// `"transition"`, `"reset"`, `"forced_open"`, `"stuck"` or `"reload"`.
+    /// `"transition"`, `"reset"`, `"forced_open"`, `"stuck"`, `"reload"`,
+    /// `"trip"` or `"half_open"`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Transition => "transition",
@@ -37,6 +42,8 @@ impl EventKind {
             EventKind::ForcedOpen => "forced_open",
             EventKind::Stuck => "stuck",
             EventKind::Reload => "reload",
+            EventKind::Trip => "trip",
+            EventKind::HalfOpen => "half_open",
         }
     }
 }

@@ -89,9 +89,9 @@ pub mod tracing;
 mod window;
 
 pub use bank::Bank;
-pub use call::{CallError, CallOptions};
+pub use call::{CallError, CallOptions, Classifier};
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
-pub use dependency::{Decision, Dependency, HeldPermit, Permit, RawPermit, Stuck};
+pub use dependency::{Decision, Dependency, HeldPermit, Inspection, Permit, RawPermit, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};
 pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CAPACITY};
 pub use metrics::{

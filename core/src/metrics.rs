@@ -38,6 +38,10 @@ macro_rules! counters {
             pub(crate) open_ns_total: AtomicU64,
             /// Start of the current trip-to-close episode, or `NO_EPISODE`.
             pub(crate) episode_start: AtomicU64,
+            /// When the current episode of any phase began (C18): the
+            /// last close or reset, forced open, or the trip that began
+            /// an open / half-open one; `NO_EPISODE` until the first.
+            pub(crate) began: AtomicU64,
             /// Episode start a stuck alert was announced for, or `NO_EPISODE`.
             pub(crate) stuck_announced: AtomicU64,
             /// When the current episode becomes stuck (C15), or `NO_EPISODE`.
@@ -58,6 +62,7 @@ macro_rules! counters {
                     $($name: AtomicU64::new(0),)*
                     open_ns_total: AtomicU64::new(0),
                     episode_start: AtomicU64::new(NO_EPISODE),
+                    began: AtomicU64::new(NO_EPISODE),
                     stuck_announced: AtomicU64::new(NO_EPISODE),
                     stuck_after: AtomicU64::new(NO_EPISODE),
                     owned: Box::default(),
@@ -204,9 +209,12 @@ impl Stats {
             return;
         }
         *accounted = generation;
+        if begins_episode(from, to) {
+            self.began.store(now.as_nanos(), Ordering::Relaxed);
+        }
         // Episodes run from the trip to the close (half-open included).
         match (from, to) {
-            (Phase::Closed, Phase::Open) => {
+            (Phase::Closed | Phase::ForcedOpen, Phase::Open | Phase::HalfOpen) => {
                 let start = self.episode_start.swap(now.as_nanos(), Ordering::Relaxed);
                 if start != NO_EPISODE {
                     let d = now.as_nanos().saturating_sub(start);
@@ -231,6 +239,13 @@ impl Stats {
     #[inline]
     pub(crate) fn stuck_due(&self, now: Instant) -> bool {
         now.as_nanos() >= self.stuck_after.load(Ordering::Relaxed)
+    }
+
+    /// When the current episode of any phase began (see
+    /// [`begins_episode`]), if this block saw it begin.
+    pub(crate) fn began(&self) -> Option<Instant> {
+        let s = self.began.load(Ordering::Relaxed);
+        (s != NO_EPISODE).then(|| Instant::from_nanos(s))
     }
 
     /// Start of the current trip-to-close episode.
@@ -262,6 +277,20 @@ impl Stats {
             .stuck_announced
             .swap(start.as_nanos(), Ordering::Relaxed);
         prev != start.as_nanos()
+    }
+}
+
+/// Whether a transition from `from` to `to` begins an episode as
+/// `inspect` reports it (C18): every close (a reset of a closed breaker
+/// included) and every forced open begins one; so does leaving closed or
+/// forced open for open or half-open (a trip, an operator's half-open).
+/// Re-trips from half-open and the end of an open period do not: they
+/// are part of the trip-to-close episode.
+pub(crate) fn begins_episode(from: Phase, to: Phase) -> bool {
+    match to {
+        Phase::Closed | Phase::ForcedOpen => true,
+        Phase::Open | Phase::HalfOpen => matches!(from, Phase::Closed | Phase::ForcedOpen),
+        _ => false,
     }
 }
 

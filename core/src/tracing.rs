@@ -94,6 +94,8 @@ fn describe(event: &Event) -> (Severity, &'static str) {
         EventKind::ForcedOpen => (Severity::Warn, "breaker forced open"),
         EventKind::Stuck => (Severity::Error, "breaker stuck past its recovery bound"),
         EventKind::Reload => (Severity::Info, "profile reloaded"),
+        EventKind::Trip => (Severity::Warn, "breaker tripped by an operator"),
+        EventKind::HalfOpen => (Severity::Info, "breaker half-opened by an operator"),
     }
 }
 
@@ -106,6 +108,7 @@ fn describe(event: &Event) -> (Severity, &'static str) {
 /// | transition open → half-open    | `open_period_ended` (C6) |
 /// | transition half-open → closed  | `probes_succeeded` (C8) |
 /// | reset, forced open             | `operator` (C11)     |
+/// | trip, half-open                | `operator` (C19)     |
 /// | stuck                          | `recovery_bound` (C15) |
 /// | reload                         | `reload` (C20)       |
 ///
@@ -119,7 +122,9 @@ pub fn reason(event: &Event) -> &'static str {
             (Some(State::HalfOpen), Some(State::Closed)) => "probes_succeeded",
             _ => "transition",
         },
-        EventKind::Reset | EventKind::ForcedOpen => "operator",
+        EventKind::Reset | EventKind::ForcedOpen | EventKind::Trip | EventKind::HalfOpen => {
+            "operator"
+        }
         EventKind::Stuck => "recovery_bound",
         EventKind::Reload => "reload",
     }

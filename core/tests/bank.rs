@@ -328,6 +328,7 @@ fn c3_c4_degraded_fallback_serves_or_fails_never_succeeds() {
         CallOptions {
             cache_key: None,
             degraded: Some(Box::new(|| Some("queued"))),
+            classify: None,
         },
         || Ok::<_, ()>("sent"),
     );
@@ -338,6 +339,7 @@ fn c3_c4_degraded_fallback_serves_or_fails_never_succeeds() {
         CallOptions {
             cache_key: None,
             degraded: Some(Box::new(|| None)),
+            classify: None,
         },
         || Ok::<&str, ()>("sent"),
     );
@@ -366,6 +368,7 @@ fn c3_c4_stale_fallback_serves_last_good_value_within_max_staleness() {
     let key = || CallOptions {
         cache_key: Some("sku-1"),
         degraded: None,
+        classify: None,
     };
     assert_eq!(
         cat.call_with(Some("acme"), None, key(), || Ok::<_, String>(7))
@@ -425,6 +428,7 @@ fn c3_stale_value_outlives_partition_eviction() {
     let key = || CallOptions {
         cache_key: Some("k"),
         degraded: None,
+        classify: None,
     };
     cat.call_with(Some("a"), None, key(), || Ok::<_, ()>(1))
         .unwrap();
@@ -449,6 +453,7 @@ fn c10_call_with_expired_deadline_is_deadline_expired_not_fallback() {
         CallOptions {
             cache_key: None,
             degraded: Some(Box::new(|| Some(1))),
+            classify: None,
         },
         || Ok::<_, ()>(2),
     );
@@ -848,6 +853,7 @@ fn c3_c5_a_slow_success_counts_as_a_failure_and_is_not_kept_for_stale_fallbacks(
     let key = || CallOptions {
         cache_key: Some("sku-1"),
         degraded: None,
+        classify: None,
     };
     let slow = cat.call_with(None, None, key(), || {
         clock.advance(Duration::from_secs(3));
@@ -876,9 +882,10 @@ fn c3_c5_a_slow_success_counts_as_a_failure_and_is_not_kept_for_stale_fallbacks(
 fn c3_a_call_without_a_cache_key_is_kept_and_served_under_the_default_key() {
     let (bank, _clock) = two();
     let cat = bank.dependency("catalog_client").unwrap();
-    let none = || CallOptions::<i32> {
+    let none = || CallOptions::<i32, String> {
         cache_key: None,
         degraded: None,
+        classify: None,
     };
     assert_eq!(
         cat.call_with(Some("acme"), None, none(), || Ok::<_, String>(5))
@@ -896,6 +903,7 @@ fn c3_a_call_without_a_cache_key_is_kept_and_served_under_the_default_key() {
         CallOptions {
             cache_key: Some("other"),
             degraded: None,
+            classify: None,
         },
         || -> Result<i32, String> { panic!("forced open: not called") },
     );

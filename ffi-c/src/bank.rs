@@ -8,8 +8,8 @@ use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail};
 use crate::ledger;
 use crate::listener::{bb_listener_fn, ListenerSlot};
 use crate::types::{
-    bb_breaker_state, bb_decision, bb_fallback_kind, bb_outcome_raw, bb_permit, bb_reason,
-    bb_status,
+    bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw, bb_permit,
+    bb_reason, bb_status,
 };
 use breakerbank::{AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Profile};
 use std::ffi::{c_char, c_void};
@@ -441,20 +441,74 @@ pub extern "C" fn bb_state(
     tenant_len: usize,
     out: *mut bb_breaker_state,
 ) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        read(bank, dep, tenant, tenant_len, out, |d, t| {
+            d.state(t).map(Into::into)
+        })
+    }
+}
+
+/// The body of `bb_state` and `bb_inspect`: one partition read by `read`
+/// into `*out`, written only on success.
+///
+/// # Safety
+///
+/// As `bb_admit`, with `out` a valid `R *`.
+unsafe fn read<R>(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    out: *mut R,
+    read: impl Fn(&Dependency, Option<&str>) -> Result<R, AdmitError>,
+) -> bb_status {
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let out = try_out!(out, "out");
         let d = dependency(bank, dep)?;
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        match d.state(tenant) {
-            Ok(s) => {
-                out.write(s.into());
+        match read(d, tenant) {
+            Ok(v) => {
+                out.write(v);
                 Ok(())
             }
             Err(e) => Err(tenant_refused(d, e)),
         }
     }
+}
+
+/// Reads one breaker's state, counters and episode into `*out` (C18); see
+/// `bb_inspection`. Changes nothing: a tenant never seen, or evicted, reads
+/// as a fresh partition (forced open after a dependency-wide force), and
+/// asking never creates one. Tenant rules as for `bb_state`. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_admit`, with `out` a valid `bb_inspection *`.
+#[no_mangle]
+pub extern "C" fn bb_inspect(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    out: *mut bb_inspection,
+) -> bb_status {
+    let inspect = |d: &Dependency, t: Option<&str>| {
+        d.inspect(t).map(|i| bb_inspection {
+            state: i.state.into(),
+            consecutive_failures: i.consecutive_failures,
+            half_open_successes: i.half_open_successes,
+            probes_in_flight: i.probes_in_flight,
+            retrips: i.retrips,
+            since_ns: i.since.as_nanos(),
+            has_retry_after: i.retry_after.is_some(),
+            retry_after_ns: i.retry_after.map_or(0, nanos),
+        })
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { read(bank, dep, tenant, tenant_len, out, inspect) }
 }
 
 /// Operator reset (C11): forces the breaker closed with counters cleared.
@@ -479,7 +533,8 @@ pub extern "C" fn bb_reset(
     unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_reset) }
 }
 
-/// The body of `bb_reset` and `bb_force_open`: an operator action on one
+/// The body of `bb_reset`, `bb_force_open`, `bb_trip` and `bb_half_open`:
+/// an operator action on one
 /// partition, or on every partition for an empty tenant.
 ///
 /// # Safety
@@ -499,6 +554,55 @@ unsafe fn operate(
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
         action(d, tenant).map_err(|e| tenant_refused(d, e))
     }
+}
+
+/// Operator trip (C19): opens the breaker as if its trip policy had fired
+/// (new generation, the profile's open period and backoff, then the probe
+/// cycle); unlike `bb_force_open` it ends by itself. From half-open it is a
+/// re-trip (the backoff grows); on an open breaker the open period restarts
+/// from now; a forced-open breaker stays forced until `bb_reset`.
+///
+/// A tenant of length 0 on a tenant-scoped dependency means every
+/// partition there is (tenants first seen afterwards start closed); one
+/// tenant's partition is made if it has none. A tenant longer than 256
+/// bytes is `BB_ERR_INVALID_TENANT` and changes nothing. Counted in
+/// `opened_total`; emits a `BB_EVENT_TRIP` event. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_reset`.
+#[no_mangle]
+pub extern "C" fn bb_trip(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_trip) }
+}
+
+/// Operator half-open (C19): starts a probe cycle now (at most
+/// `probe_budget` probes, `success_threshold` successes to close). On an
+/// open breaker the open period ends early; on a closed one full traffic
+/// waits for the probes; a half-open breaker keeps the cycle it is in; a
+/// forced-open one stays forced until `bb_reset`.
+///
+/// Tenant rules as for `bb_trip`. Counted in `half_opened_total`; emits a
+/// `BB_EVENT_HALF_OPEN` event. Thread-safe.
+///
+/// # Safety
+///
+/// As `bb_reset`.
+#[no_mangle]
+pub extern "C" fn bb_half_open(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+) -> bb_status {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { operate(bank, dep, tenant, tenant_len, Dependency::try_half_open) }
 }
 
 /// Operator force-open (C11): isolates the breaker until `bb_reset`.
@@ -609,8 +713,9 @@ pub extern "C" fn bb_fallback_code(
 }
 
 /// Sets (or, with `f` NULL, clears) the bank's event callback, replacing any
-/// previous one. Events: transitions, resets, forced opens and stuck alerts
-/// of every breaker of the bank (C16).
+/// previous one. Events: transitions, resets, forced opens, operator trips
+/// and half-opens, and stuck alerts of every breaker of the bank (C16,
+/// C19).
 ///
 /// When this returns, the previous callback is not running and will not be
 /// called again. The callback runs on a thread of breakerbank's, never from

@@ -35,6 +35,10 @@ pub enum bb_event_kind {
     /// each dependency it kept, added or removed, with partition `*` and
     /// no states.
     BB_EVENT_RELOAD = 4,
+    /// An operator trip (`bb_trip`, C19): `from` → open; ends by itself.
+    BB_EVENT_TRIP = 5,
+    /// An operator half-open (`bb_half_open`, C19): `from` → half-open.
+    BB_EVENT_HALF_OPEN = 6,
 }
 
 /// One event, lent to the callback for the duration of the call: copy what
@@ -173,6 +177,8 @@ impl ListenerSlot {
                 EventKind::ForcedOpen => bb_event_kind::BB_EVENT_FORCED_OPEN,
                 EventKind::Stuck => bb_event_kind::BB_EVENT_STUCK,
                 EventKind::Reload => bb_event_kind::BB_EVENT_RELOAD,
+                EventKind::Trip => bb_event_kind::BB_EVENT_TRIP,
+                EventKind::HalfOpen => bb_event_kind::BB_EVENT_HALF_OPEN,
             },
             dependency: e.dependency.as_ptr().cast(),
             dependency_len: e.dependency.len(),

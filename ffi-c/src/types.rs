@@ -216,3 +216,35 @@ pub struct bb_decision {
     /// The permit to record (admitted only).
     pub permit: bb_permit,
 }
+
+/// One breaker as `bb_inspect` read it (C18): every field from one load of
+/// its state word, the open-until and counters beside it. A plain value
+/// struct: nothing to free.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct bb_inspection {
+    /// The state an admission would find now: an open breaker whose open
+    /// period has ended reads `BB_STATE_HALF_OPEN`.
+    pub state: bb_breaker_state,
+    /// Closed: failures counted toward the trip (consecutive failures;
+    /// under `failure_rate`, the failures in the current window). 0 in
+    /// every other state.
+    pub consecutive_failures: u32,
+    /// Half-open: successful probes of this half-open episode; else 0.
+    pub half_open_successes: u32,
+    /// Probe permits holding a slot, earlier half-open episodes' included.
+    pub probes_in_flight: u32,
+    /// Re-trips from half-open since the last close (the backoff exponent).
+    pub retrips: u32,
+    /// When the current episode began, ns on the bank's clock: the trip
+    /// (open, half-open), the force (forced open), the last close or reset
+    /// (closed); 0, the start of the bank's clock, for a partition that
+    /// has seen no transition.
+    pub since_ns: u64,
+    /// Whether `retry_after_ns` holds a value: true exactly when `state`
+    /// is `BB_STATE_OPEN`.
+    pub has_retry_after: bool,
+    /// Open: ns until the breaker next admits a probe; 0 when
+    /// `has_retry_after` is false.
+    pub retry_after_ns: u64,
+}

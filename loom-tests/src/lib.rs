@@ -4,8 +4,8 @@
 //! compiled only under `--cfg loom`; this library is empty. They drive the
 //! **real** `breakerbank` crate through its public API (`Bank::with_clock`
 //! with a `ManualClock`, `Dependency::admit` / `record_raw` / `reset` /
-//! `force_open` / `state`, `Bank::reload`, `Permit::record` / `into_raw` /
-//! drop): under
+//! `force_open` / `trip` / `half_open` / `state`, `Bank::reload`,
+//! `Permit::record` / `into_raw` / drop): under
 //! `--cfg loom`, `core/src/sync.rs` hands the core loom's atomics, `Arc`
 //! and `Mutex`, and crossbeam-epoch runs on loom through
 //! `--cfg crossbeam_loom` and its `loom` feature. Nothing of the algorithm
@@ -60,6 +60,8 @@
 //! | C13 | `c13_late_failure_does_not_reopen` | 2 |
 //! | C20, C7 | `c20_reload_racing_probes_keeps_every_decision_on_one_budget` | 2 |
 //! | C20 | `c20_reload_removing_a_dependency_racing_its_fast_path` | 2 |
+//! | C19 | `c19_trip_racing_a_probe_record_and_an_admission_is_never_lost` | 2 |
+//! | C19 | `c19_half_open_racing_a_failing_call_is_never_lost` | 2 |
 //!
 //! *Determinism*: a path whose count of modelled operations depends on a
 //! hash breaks loom's replay ("Reached unexpected exploration state")

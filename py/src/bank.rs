@@ -5,6 +5,7 @@ use crate::clock::PyManualClock;
 use crate::dependency::PyDependency;
 use crate::errors::{secs, Error};
 use crate::held::{BankHandle, Listeners, Values};
+use crate::outcome::Rules;
 use crate::time::instant_secs;
 use breakerbank::{Bank, Event, MetricValue, PartitionMetrics, Profile, METRICS};
 use pyo3::prelude::*;
@@ -28,6 +29,8 @@ pub struct PyBank {
     subscribed: Once,
     /// The stale caches' Python values; the core's caches hold tickets.
     values: Arc<Values>,
+    /// The dependencies' classification rules (C17), by dependency id.
+    rules: Arc<Rules>,
 }
 
 impl std::fmt::Debug for PyBank {
@@ -41,7 +44,11 @@ impl std::fmt::Debug for PyBank {
 impl PyBank {
     /// What a dependency and its decisions keep of this bank.
     fn handle(&self, slf: &Bound<'_, Self>) -> BankHandle {
-        BankHandle::new(slf.clone().into_any().unbind(), self.values.clone())
+        BankHandle::new(
+            slf.clone().into_any().unbind(),
+            self.values.clone(),
+            self.rules.clone(),
+        )
     }
 }
 
@@ -58,6 +65,7 @@ fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank,
         listeners: Arc::default(),
         subscribed: Once::new(),
         values: Arc::default(),
+        rules: Arc::default(),
     })
 }
 
@@ -209,9 +217,11 @@ impl PyBank {
     }
 
     /// Calls `listener(event)` for every transition, reset, forced open,
-    /// stuck alert (C16) and reload (C20, one per dependency it kept,
-    /// added or removed, partition `"*"`), with `event` a dict: `kind`, `dependency`,
-    /// `partition`, `at` (seconds on the bank's clock), `from`, `to`.
+    /// operator trip and half-open, stuck alert (C16, C19) and reload (C20,
+    /// one per dependency it kept, added or removed, partition `"*"`), with
+    /// `event` a dict: `kind` ("transition", "reset", "forced_open", "trip",
+    /// "half_open", "stuck" or "reload"), `dependency`, `partition`, `at`
+    /// (seconds on the bank's clock), `from`, `to`.
     /// An exception in the listener is reported as unraisable and ignored.
     /// Returns the listener, so this works as a decorator.
     fn on_event<'py>(&self, listener: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -257,14 +267,17 @@ impl PyBank {
     /// A decorator running the function through `dependency` (sync or async):
     /// `tenant_arg` names the parameter holding the tenant, `fallback` is the
     /// degraded behaviour, `cache_key` a callable of the call's arguments
-    /// returning the stale-cache key.
-    #[pyo3(signature = (dependency, tenant_arg="tenant", fallback=None, cache_key=None))]
+    /// returning the stale-cache key, `classify` a callable of an exception
+    /// the function raised returning "success", "failure", "cancelled" or
+    /// None (C17, as for `Dependency.call`).
+    #[pyo3(signature = (dependency, tenant_arg="tenant", fallback=None, cache_key=None, classify=None))]
     fn guard<'py>(
         slf: &Bound<'py, Self>,
         dependency: &str,
         tenant_arg: Option<&str>,
         fallback: Option<Bound<'py, PyAny>>,
         cache_key: Option<Bound<'py, PyAny>>,
+        classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let guard = GUARD.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
@@ -272,7 +285,7 @@ impl PyBank {
         })?;
         guard
             .bind(py)
-            .call1((slf, dependency, tenant_arg, fallback, cache_key))
+            .call1((slf, dependency, tenant_arg, fallback, cache_key, classify))
     }
 
     fn __repr__(&self) -> String {
@@ -281,13 +294,16 @@ impl PyBank {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         self.listeners.traverse(&visit)?;
-        self.values.traverse(&visit)
+        self.values.traverse(&visit)?;
+        self.rules.traverse(&visit)
     }
 
-    /// Breaks a cycle through a listener or a stale value: the bank is
-    /// garbage, so nothing is left to deliver events or serve values to.
+    /// Breaks a cycle through a listener, a stale value or a classification
+    /// rule: the bank is garbage, so nothing is left to deliver events,
+    /// serve values or classify exceptions for.
     fn __clear__(&self) {
         self.listeners.clear();
         self.values.clear();
+        self.rules.clear();
     }
 }

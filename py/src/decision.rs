@@ -7,7 +7,7 @@
 use crate::errors::{secs, Error};
 use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::held::{BankHandle, DecisionBank};
-use crate::outcome;
+use crate::outcome::{self, Rule};
 use breakerbank::{
     Dependency, FallbackKind, HeldPermit, Instant, Outcome, RejectReason, Rejection,
 };
@@ -15,6 +15,7 @@ use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyTuple, PyType};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The answer to one admission: admitted (with a permit to record exactly
@@ -22,7 +23,8 @@ use std::time::Duration;
 ///
 /// Usable as a context manager: entering raises `DependencyUnavailable`
 /// (or `DeadlineExpired`) if not admitted; leaving records success, or the
-/// outcome of the exception by breakerbank's exception rule.
+/// outcome of the exception: the admission's `classify`, the dependency's
+/// rule, then breakerbank's exception rule (C17).
 #[pyclass(frozen, weakref, module = "breakerbank", name = "Decision")]
 #[derive(Debug)]
 pub struct PyDecision {
@@ -35,6 +37,11 @@ pub struct PyDecision {
     deadline: Option<Instant>,
     reason: Option<RejectReason>,
     retry_after: Option<Duration>,
+    /// The admission's own `classify=` (C17).
+    classify: Option<Py<PyAny>>,
+    /// The dependency's rule as it was at admission, if it had one (not
+    /// reported to the collector: the bank's `Rules` reports it).
+    rule: Option<Arc<Rule>>,
 }
 
 pub fn reason_str(r: RejectReason) -> &'static str {
@@ -65,13 +72,15 @@ impl PyDecision {
         }
     }
 
-    /// Runs one admission through the core.
+    /// Runs one admission through the core; `classify` is the call's own
+    /// classifier, already checked to be callable.
     pub fn admit(
         py: Python<'_>,
         dep: &Dependency,
         bank: &BankHandle,
         tenant: Option<&str>,
         deadline: Option<Instant>,
+        classify: Option<Bound<'_, PyAny>>,
     ) -> Result<Self, Error> {
         let decision = dep
             .admit(tenant, deadline)
@@ -90,6 +99,8 @@ impl PyDecision {
             deadline,
             reason,
             retry_after,
+            classify: classify.map(Bound::unbind),
+            rule: bank.rules().get(dep.id()),
             call,
         })
     }
@@ -112,14 +123,12 @@ impl PyDecision {
             })
     }
 
-    /// Records the outcome of a call that returned (`None`) or raised `exc`.
-    fn finish_with(
-        &self,
-        py: Python<'_>,
-        exc: Option<&Bound<'_, PyAny>>,
-    ) -> Result<Outcome, Error> {
-        let outcome = match exc {
-            None => Outcome::Success,
+    /// Records the outcome of a call that returned (`None`) or raised `exc`
+    /// (C17's rule, see `outcome::classify`). A classifier that failed
+    /// still leaves the default outcome recorded; its error is returned.
+    fn finish_with(&self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<Outcome> {
+        let (outcome, raised) = match exc {
+            None => (Outcome::Success, None),
             // Anything else is the caller's mistake, not a dependency
             // failure: it records nothing and the permit stays usable.
             Some(e) if !e.is_instance_of::<PyBaseException>() => {
@@ -129,11 +138,23 @@ impl PyDecision {
                     e.get_type()
                         .name()
                         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-                )));
+                ))
+                .into());
             }
-            Some(e) => outcome::of_exception(py, self.dep(), e, self.deadline),
+            Some(e) => outcome::classify(
+                py,
+                self.dep(),
+                e,
+                self.deadline,
+                self.classify.as_ref().map(|f| f.bind(py)),
+                self.rule.as_deref(),
+            ),
         };
-        self.record(outcome)
+        let counted = self.record(outcome)?;
+        match raised {
+            Some(err) => Err(err),
+            None => Ok(counted),
+        }
     }
 
     fn rejection(&self) -> Option<Rejection<'_>> {
@@ -206,14 +227,11 @@ impl PyDecision {
 
     /// Records the outcome of a call that returned (`exc=None`: success, or
     /// failure if it took at least `slow_call`) or raised `exc` (by the
-    /// exception rule); returns the outcome recorded. An `exc` that is not
-    /// an exception instance raises TypeError and records nothing.
+    /// admission's `classify`, the dependency's rule, then the exception
+    /// rule: C17); returns the outcome recorded. An `exc` that is not an
+    /// exception instance raises TypeError and records nothing.
     #[pyo3(signature = (exc=None))]
-    fn finish(
-        &self,
-        py: Python<'_>,
-        exc: Option<&Bound<'_, PyAny>>,
-    ) -> Result<&'static str, Error> {
+    fn finish(&self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<&'static str> {
         self.finish_with(py, exc).map(Outcome::as_str)
     }
 
@@ -226,7 +244,7 @@ impl PyDecision {
         py: Python<'_>,
         value: Py<PyAny>,
         cache_key: Option<&str>,
-    ) -> Result<&'static str, Error> {
+    ) -> PyResult<&'static str> {
         let counted = self.finish_with(py, None)?;
         // Only a stale dependency's decision has a store: no other keeps.
         if let Some(values) = self.bank.values() {
@@ -292,7 +310,7 @@ impl PyDecision {
         exc_type: Option<&Bound<'_, PyType>>,
         exc: Option<&Bound<'_, PyAny>>,
         traceback: Option<&Bound<'_, PyAny>>,
-    ) -> Result<bool, Error> {
+    ) -> PyResult<bool> {
         let _ = (exc_type, traceback);
         // An outcome recorded by hand inside the block stands.
         if self.permit().is_some_and(|p| p.outcome().is_none()) {
@@ -302,6 +320,9 @@ impl PyDecision {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(f) = &self.classify {
+            visit.call(f)?;
+        }
         self.bank.traverse(&visit)
     }
 

@@ -6,7 +6,7 @@ use crate::fallback::{serve, PyFallback};
 use crate::held::BankHandle;
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
-use breakerbank::{Decision, Dependency, Instant, TripPolicy};
+use breakerbank::{Decision, Dependency, Instant, Outcome, Permit, TripPolicy};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -35,6 +35,7 @@ struct CallOptions<'py> {
     deadline: Option<f64>,
     fallback: Option<Bound<'py, PyAny>>,
     cache_key: Option<Bound<'py, PyString>>,
+    classify: Option<Bound<'py, PyAny>>,
 }
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
@@ -83,7 +84,7 @@ fn opt_seconds(v: Bound<'_, PyAny>, what: &str) -> Result<Option<f64>, Error> {
 }
 
 /// Splits `call(fn, *args, tenant=…, deadline=…, fallback=…, cache_key=…,
-/// **kwargs)` received as `(*args, **kwargs)`.
+/// classify=…, **kwargs)` received as `(*args, **kwargs)`.
 #[allow(clippy::type_complexity)]
 fn split<'py>(
     py: Python<'py>,
@@ -111,18 +112,27 @@ fn split<'py>(
     let Some(kwargs) = kwargs else {
         return Ok((f, rest, None, opts));
     };
-    // Interned names: their hashes are cached, so each lookup is cheap.
     let names = [
         intern!(py, "tenant"),
         intern!(py, "deadline"),
         intern!(py, "fallback"),
         intern!(py, "cache_key"),
+        intern!(py, "classify"),
     ];
-    let mut found: [Option<Bound<'py, PyAny>>; 4] = [None, None, None, None];
+    let mut found: [Option<Bound<'py, PyAny>>; 5] = [None, None, None, None, None];
     let mut n_found = 0;
-    for (slot, name) in found.iter_mut().zip(names) {
-        *slot = kwargs.get_item(name)?;
-        n_found += usize::from(slot.is_some());
+    // One walk of the (small) dict rather than a lookup per name: keyword
+    // names are interned, so a pointer compare usually finds ours; a name
+    // built at run time is compared by value.
+    for (key, value) in kwargs.iter() {
+        let at = match names.iter().position(|n| key.is(n)) {
+            Some(i) => Some(i),
+            None => names.iter().position(|n| key.eq(n).unwrap_or(false)),
+        };
+        if let Some(i) = at {
+            found[i] = Some(value);
+            n_found += 1;
+        }
     }
     if n_found == 0 {
         let kw = if kwargs.is_empty() {
@@ -132,7 +142,7 @@ fn split<'py>(
         };
         return Ok((f, rest, kw, opts));
     }
-    let [tenant, deadline, fallback, cache_key] = found;
+    let [tenant, deadline, fallback, cache_key, classify] = found;
     if let Some(v) = tenant {
         opts.tenant = opt_str(v, "tenant")?;
     }
@@ -145,6 +155,7 @@ fn split<'py>(
     if let Some(v) = cache_key {
         opts.cache_key = opt_str(v, "cache_key")?;
     }
+    opts.classify = outcome::per_call(classify)?;
     // The rest goes to the callable; never mutate the caller's dict.
     let kw = if kwargs.len() == n_found {
         None
@@ -169,6 +180,7 @@ impl PyDependency {
     }
 
     /// The body of `call` / `call_with`: admit, run, record, or fall back.
+    /// `classify` is the call's own classifier, already checked (C17).
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -180,6 +192,7 @@ impl PyDependency {
         deadline: Option<f64>,
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
+        classify: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         // C17: refused before admission, so it counts against nothing (its
         // TypeError would otherwise be recorded as the dependency failing).
@@ -203,20 +216,45 @@ impl PyDependency {
                 } else {
                     f.call(args, kwargs)
                 };
-                let counted = permit.finish(&result, |err| {
-                    outcome::of_exception(py, &self.dep, err.value(py).as_any(), deadline)
+                let value = match result {
+                    Ok(value) => value,
+                    Err(err) => return Err(self.raised(py, permit, err, deadline, classify)),
+                };
+                let counted = permit.finish(&Ok::<(), ()>(()), Outcome::of_error);
+                self.dep.keep_stale(tenant, cache_key, counted, || {
+                    self.bank.values().put(value.clone().unbind())
                 });
-                if let Ok(value) = &result {
-                    self.dep.keep_stale(tenant, cache_key, counted, || {
-                        self.bank.values().put(value.clone().unbind())
-                    });
-                }
-                result
+                Ok(value)
             }
             Decision::Rejected(rejection) => serve(
                 py, &self.dep, tenant, &rejection, fallback, args, kwargs, cache_key,
             ),
         }
+    }
+
+    /// Records the outcome of a call that raised `err` (C17's rule, see
+    /// `outcome::classify`) and returns what the caller gets: `err`, or the
+    /// classifier's own error if it failed (carrying `err` as its context).
+    #[cold]
+    fn raised(
+        &self,
+        py: Python<'_>,
+        permit: Permit<'_>,
+        err: PyErr,
+        deadline: Option<Instant>,
+        classify: Option<&Bound<'_, PyAny>>,
+    ) -> PyErr {
+        let rule = self.bank.rules().get(self.dep.id());
+        let (outcome, failed) = outcome::classify(
+            py,
+            &self.dep,
+            err.value(py).as_any(),
+            deadline,
+            classify,
+            rule.as_deref(),
+        );
+        permit.record(outcome);
+        failed.unwrap_or(err)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -229,6 +267,7 @@ impl PyDependency {
         deadline: Option<f64>,
         fallback: Option<Bound<'py, PyAny>>,
         cache_key: Option<Bound<'py, PyAny>>,
+        classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let acall_with = ACALL_WITH.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
@@ -237,9 +276,9 @@ impl PyDependency {
                 .getattr("acall_with")?
                 .unbind())
         })?;
-        acall_with
-            .bind(py)
-            .call1((slf, f, args, kwargs, tenant, deadline, fallback, cache_key))
+        acall_with.bind(py).call1((
+            slf, f, args, kwargs, tenant, deadline, fallback, cache_key, classify,
+        ))
     }
 }
 
@@ -292,15 +331,50 @@ impl PyDependency {
         instant_secs(self.dep.now())
     }
 
-    /// Asks to make one call. `deadline` is in seconds on the bank's clock.
-    #[pyo3(signature = (tenant=None, deadline=None))]
+    /// Asks to make one call. `deadline` is in seconds on the bank's clock;
+    /// `classify` says what an exception of the call counts as when the
+    /// decision records it (`with`, `finish`): a callable of the exception
+    /// returning "success", "failure", "cancelled" or None (C17).
+    #[pyo3(signature = (tenant=None, deadline=None, classify=None))]
     fn admit(
         &self,
         py: Python<'_>,
         tenant: Option<&str>,
         deadline: Option<f64>,
-    ) -> Result<PyDecision, Error> {
-        PyDecision::admit(py, &self.dep, &self.bank, tenant, opt_deadline(deadline)?)
+        classify: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<PyDecision> {
+        let classify = outcome::per_call(classify)?;
+        Ok(PyDecision::admit(
+            py,
+            &self.dep,
+            &self.bank,
+            tenant,
+            opt_deadline(deadline)?,
+            classify,
+        )?)
+    }
+
+    /// Sets what the exceptions of this dependency's calls count as (C17),
+    /// for `call`, `acall`, `guard` and the `with` form: each of `failure`,
+    /// `success` and `cancelled` is an exception type, a predicate (a
+    /// callable of the exception, true when it applies) or a tuple of them.
+    /// An exception counted as success or cancelled still propagates to the
+    /// caller: only the breaker's count changes. When several lists match,
+    /// failure wins over cancelled, and cancelled over success; an exception
+    /// none matches follows the default rule. A call's own `classify=` comes
+    /// first. Each call replaces the rule (no arguments clears it); it
+    /// applies to every handle of the dependency, from the calls admitted
+    /// next.
+    #[pyo3(signature = (failure=None, success=None, cancelled=None))]
+    fn classify(
+        &self,
+        failure: Option<&Bound<'_, PyAny>>,
+        success: Option<&Bound<'_, PyAny>>,
+        cancelled: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let rule = outcome::Rule::parse(failure, success, cancelled)?;
+        self.bank.rules().set(self.dep.id(), rule);
+        Ok(())
     }
 
     /// Calls `fn(*args, **kwargs)` through the breaker: admitted → the call
@@ -310,7 +384,7 @@ impl PyDependency {
     /// DeadlineExpired.
     #[pyo3(
         signature = (*args, **kwargs),
-        text_signature = "($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, **kwargs)"
+        text_signature = "($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)"
     )]
     fn call<'py>(
         &self,
@@ -332,12 +406,13 @@ impl PyDependency {
             o.deadline,
             o.fallback.as_ref(),
             cache_key,
+            o.classify.as_ref(),
         )
     }
 
     /// `call` with the callable's arguments passed explicitly, so they never
     /// clash with `call`'s own keywords.
-    #[pyo3(signature = (fn_, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None))]
+    #[pyo3(signature = (fn_, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None))]
     #[allow(clippy::too_many_arguments)]
     fn call_with<'py>(
         &self,
@@ -349,7 +424,9 @@ impl PyDependency {
         deadline: Option<f64>,
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
+        classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let classify = outcome::per_call(classify)?;
         let empty = PyTuple::empty(py);
         let kwargs = kwargs.filter(|k| !k.is_empty());
         self.run(
@@ -361,6 +438,7 @@ impl PyDependency {
             deadline,
             fallback,
             cache_key,
+            classify.as_ref(),
         )
     }
 
@@ -368,7 +446,7 @@ impl PyDependency {
     /// `coro_fn(*args, **kwargs)` through the breaker.
     #[pyo3(
         signature = (*args, **kwargs),
-        text_signature = "($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, **kwargs)"
+        text_signature = "($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)"
     )]
     fn acall<'py>(
         slf: &Bound<'py, Self>,
@@ -385,11 +463,12 @@ impl PyDependency {
             o.deadline,
             o.fallback,
             o.cache_key.map(Bound::into_any),
+            o.classify,
         )
     }
 
     /// The async twin of `call_with`.
-    #[pyo3(signature = (coro_fn, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None))]
+    #[pyo3(signature = (coro_fn, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None))]
     #[allow(clippy::too_many_arguments)]
     fn acall_with<'py>(
         slf: &Bound<'py, Self>,
@@ -400,7 +479,9 @@ impl PyDependency {
         deadline: Option<f64>,
         fallback: Option<Bound<'py, PyAny>>,
         cache_key: Option<Bound<'py, PyString>>,
+        classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let classify = outcome::per_call(classify)?;
         let args = args.unwrap_or_else(|| PyTuple::empty(slf.py()));
         Self::delegate_acall(
             slf,
@@ -411,6 +492,7 @@ impl PyDependency {
             deadline,
             fallback,
             cache_key.map(Bound::into_any),
+            classify,
         )
     }
 
@@ -432,6 +514,29 @@ impl PyDependency {
             .map_err(|e| Error::admit(self.dep.name(), e))
     }
 
+    /// One breaker's state, counters and episode, read at once (C18): a
+    /// dict with "state", "consecutive_failures", "half_open_successes",
+    /// "probes_in_flight", "retrips", "since" (seconds on the bank's clock:
+    /// when the current episode began) and "retry_after" (seconds until the
+    /// next probe when "open", else None). Changes nothing; an unseen
+    /// tenant reads as a fresh partition and asking never creates one.
+    #[pyo3(signature = (tenant=None))]
+    fn inspect<'py>(&self, py: Python<'py>, tenant: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+        let i = self
+            .dep
+            .inspect(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))?;
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "state"), i.state.as_str())?;
+        d.set_item(intern!(py, "consecutive_failures"), i.consecutive_failures)?;
+        d.set_item(intern!(py, "half_open_successes"), i.half_open_successes)?;
+        d.set_item(intern!(py, "probes_in_flight"), i.probes_in_flight)?;
+        d.set_item(intern!(py, "retrips"), i.retrips)?;
+        d.set_item(intern!(py, "since"), instant_secs(i.since))?;
+        d.set_item(intern!(py, "retry_after"), i.retry_after.map(secs))?;
+        Ok(d)
+    }
+
     /// Forces the breaker closed (C11). `tenant=None` on a tenant-scoped
     /// dependency resets every partition; a tenant id over 256 bytes raises
     /// InvalidTenant and changes nothing (C9).
@@ -450,6 +555,33 @@ impl PyDependency {
     fn force_open(&self, tenant: Option<&str>) -> Result<(), Error> {
         self.dep
             .try_force_open(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))
+    }
+
+    /// Opens the breaker as if its trip policy had fired (C19): the
+    /// profile's open period and backoff, then the probe cycle; unlike
+    /// `force_open` it ends by itself. From half-open it is a re-trip (the
+    /// backoff grows); on an open breaker the open period restarts from
+    /// now; a forced-open breaker stays forced until `reset`. `tenant=None`
+    /// on a tenant-scoped dependency trips every partition there is
+    /// (tenants first seen afterwards start closed); a tenant id over 256
+    /// bytes raises InvalidTenant and changes nothing. Emits a "trip" event.
+    #[pyo3(signature = (tenant=None))]
+    fn trip(&self, tenant: Option<&str>) -> Result<(), Error> {
+        self.dep
+            .try_trip(tenant)
+            .map_err(|e| Error::admit(self.dep.name(), e))
+    }
+
+    /// Starts a probe cycle now (C19). On an open breaker the open period
+    /// ends early; on a closed one full traffic waits for the probes; a
+    /// half-open breaker keeps the cycle it is in; a forced-open one stays
+    /// forced until `reset`. Tenant rules as for `trip`. Emits a
+    /// "half_open" event.
+    #[pyo3(signature = (tenant=None))]
+    fn half_open(&self, tenant: Option<&str>) -> Result<(), Error> {
+        self.dep
+            .try_half_open(tenant)
             .map_err(|e| Error::admit(self.dep.name(), e))
     }
 

@@ -11,12 +11,16 @@
 //! `Dependency`, `Decision`) refers to that `Bank`, so a cycle through any
 //! of them is visible.
 //!
+//! A dependency's classification rule (C17) is held the same way: in the
+//! `Bank` object's `Rules` (see `outcome`), by dependency id.
+//!
 //! The locks here are held only to move or count references: no Python
 //! code runs, no Python object is allocated or released under them. The
 //! collector, which runs on allocation, therefore never finds them taken by
 //! the thread it runs on; `__traverse__` still only `try_lock`s, since
 //! blocking there could deadlock the interpreter.
 
+use crate::outcome::Rules;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use std::collections::HashMap;
@@ -166,17 +170,28 @@ impl Drop for Ticket {
 pub struct BankHandle {
     bank: Py<PyAny>,
     values: Arc<Values>,
+    rules: Arc<Rules>,
 }
 
 impl BankHandle {
-    /// A handle on `bank`, whose stale values go to `values`.
-    pub fn new(bank: Py<PyAny>, values: Arc<Values>) -> Self {
-        Self { bank, values }
+    /// A handle on `bank`, whose stale values go to `values` and whose
+    /// dependencies' classification rules are `rules`.
+    pub fn new(bank: Py<PyAny>, values: Arc<Values>, rules: Arc<Rules>) -> Self {
+        Self {
+            bank,
+            values,
+            rules,
+        }
     }
 
     /// Where the bank's stale values are kept.
     pub fn values(&self) -> &Arc<Values> {
         &self.values
+    }
+
+    /// The classification rules of the bank's dependencies (C17).
+    pub fn rules(&self) -> &Rules {
+        &self.rules
     }
 
     /// A handle for one decision: the store only where the decision can

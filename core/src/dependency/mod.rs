@@ -1,6 +1,7 @@
 //! One dependency of a bank: its partitions, the routing of a tenant to
 //! its partition, and the counters each count goes to.
 
+use crate::call::Classifier;
 use crate::clock::{Clock, Instant, MonotonicClock};
 use crate::dependency::permit::*;
 use crate::events::EventBus;
@@ -13,6 +14,7 @@ use crate::sync::{epoch, AtomicPtr, AtomicU32, AtomicU64, CachePadded, Mutex, Or
 use crate::table::{Resolved, Table};
 use crate::window::Window;
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 mod admit;
@@ -24,6 +26,7 @@ mod reload;
 mod sweep;
 
 pub use self::held::HeldPermit;
+pub use self::operate::Inspection;
 pub use self::permit::{Decision, Permit, RawPermit};
 pub(crate) use self::reload::{fast, refusal as reload_refusal, Tuning};
 pub use self::sweep::Stuck;
@@ -81,6 +84,8 @@ pub(crate) struct DepInner {
     /// this dependency (an open period ending, an episode reaching its
     /// recovery bound); `u64::MAX`: nothing.
     pub(crate) sweep_due: AtomicU64,
+    /// The default error classifier of the wrapped calls (C17), set once.
+    pub(crate) classify: OnceLock<Box<Classifier>>,
 }
 
 /// One dependency of a bank: resolve once with
@@ -189,6 +194,7 @@ impl Dependency {
                 events,
                 sweeper,
                 sweep_due: AtomicU64::new(u64::MAX),
+                classify: OnceLock::new(),
             }),
         })
     }
@@ -218,6 +224,12 @@ impl Dependency {
     /// C20).
     pub fn config(&self) -> &DependencyConfig {
         &self.inner.tuning().config
+    }
+
+    /// The transition knobs in force, for the cold paths (operator
+    /// actions, inspection).
+    pub(crate) fn policy(&self) -> &crate::state::machine::Policy {
+        &self.inner.tuning().policy
     }
 
     /// Calls at least this slow count as failures.

@@ -1,4 +1,4 @@
-//! Operator actions (C11), state reads and snapshots.
+//! Operator actions (C11, C19), state reads, inspection (C18) and snapshots.
 
 use crate::clock::Instant;
 use crate::dependency::*;
@@ -6,9 +6,77 @@ use crate::events::{Event, EventKind};
 use crate::metrics::{DependencyMetrics, PartitionMetrics};
 use crate::outcome::State;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
-use crate::state::machine::{self, Transition};
+use crate::state::cell::Operated;
+use crate::state::machine;
 use crate::state::word::{Phase, Word};
 use std::time::Duration;
+
+/// One breaker as [`Dependency::inspect`] read it (C18): every field from
+/// one load of its word, the open-until and counters beside it.
+///
+/// ```
+/// use breakerbank::{Bank, ManualClock, Profile, State};
+/// use std::time::Duration;
+///
+/// let profile = Profile::from_yaml(
+///     "dependencies:
+///   payments_client:
+///     isolation: global
+///     trip: {consecutive_failures: 2}
+///     open_duration: 30s
+///     half_open: {probe_budget: 1, success_threshold: 1}
+///     fallback: {kind: error, code: PAY_DOWN}
+///     recovery_bound: 5m
+/// ",
+/// )?;
+/// let clock = ManualClock::new();
+/// let bank = Bank::with_clock(profile, clock.clone());
+/// let dep = bank.dependency("payments_client").unwrap();
+/// let failing = || dep.call(None, None, || Err::<(), _>("timeout"));
+/// let _ = failing();
+/// assert_eq!(dep.inspect(None)?.consecutive_failures, 1);
+///
+/// clock.advance(Duration::from_secs(5));
+/// let _ = failing();
+/// let seen = dep.inspect(None)?;
+/// assert_eq!(seen.state, State::Open);
+/// assert_eq!(seen.since, bank.now(), "the trip began the episode");
+/// assert_eq!(seen.retry_after, Some(Duration::from_secs(30)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inspection {
+    /// The state an admission would find now: an open breaker whose open
+    /// period has ended reads [`State::HalfOpen`] (C14).
+    pub state: State,
+    /// Closed: failures counted toward the trip. Under
+    /// `consecutive_failures` the consecutive failures since the last
+    /// success; under `failure_rate`, which keeps no consecutive count,
+    /// the failures in the current window (the ones its rate is taken
+    /// over). 0 in every other state.
+    pub consecutive_failures: u32,
+    /// Half-open: successful probes of this half-open episode (C8); 0 in
+    /// every other state.
+    pub half_open_successes: u32,
+    /// Probe permits holding a slot, those of earlier half-open episodes
+    /// not yet recorded included (C7).
+    pub probes_in_flight: u32,
+    /// Re-trips from half-open since the last close (the backoff exponent,
+    /// C6).
+    pub retrips: u32,
+    /// When the current episode began, on the bank's clock: for open and
+    /// half-open the trip (or operator half-open) that left closed, re-trips
+    /// not counted; for forced open the force; for closed the last close or
+    /// reset. A partition that has seen no transition (an unseen or evicted
+    /// tenant's included) reads the start of the bank's clock (`Instant` 0:
+    /// the bank's creation on the default clock). Recorded on
+    /// transitions only, just after their compare-and-swap: a reader racing
+    /// one can see the state it made with the previous `since`.
+    pub since: Instant,
+    /// Open: the time until the breaker next admits a probe. `None` in
+    /// every other state (forced open included: it waits for a reset).
+    pub retry_after: Option<Duration>,
+}
 
 impl Dependency {
     /// The state of a partition (C11); an unseen or evicted tenant reads as
@@ -37,6 +105,101 @@ impl Dependency {
         })
     }
 
+    /// One breaker's state, counters and episode (C18); see [`Inspection`].
+    /// Reads, never changes: an unseen or evicted tenant reads as a fresh
+    /// partition (forced open after a dependency-wide force) and asking
+    /// never creates one; the end of an open period is reported, not made.
+    /// Tenant rules as for [`admit`](Self::admit).
+    pub fn inspect(&self, tenant: Option<&str>) -> Result<Inspection, AdmitError> {
+        let tenant = self.tenant(tenant)?;
+        let found = match (self.parts(), tenant) {
+            (Parts::Global(p), _) => self.inspect_part(0, p, NO_OWNER),
+            (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
+                Some(r) => self.inspect_part(r.slot, r.part, r.owner),
+                None => None,
+            },
+            (Parts::Tenant(..), None) => None,
+        };
+        Ok(found.unwrap_or_else(|| {
+            let forced = match (self.parts(), tenant) {
+                (Parts::Tenant(t, _), Some(name)) => t.starts_forced(name),
+                _ => false,
+            };
+            Inspection {
+                state: if forced {
+                    State::ForcedOpen
+                } else {
+                    State::Closed
+                },
+                consecutive_failures: 0,
+                half_open_successes: 0,
+                probes_in_flight: 0,
+                retrips: 0,
+                since: Instant::from_nanos(0),
+                retry_after: None,
+            }
+        }))
+    }
+
+    /// [`inspect`](Self::inspect) of the partition at `slot`, owned by
+    /// `owner`; `None` if the slot is no longer theirs (read as fresh).
+    fn inspect_part(&self, slot: u32, part: &Partition, owner: Owner) -> Option<Inspection> {
+        let inner = &*self.inner;
+        let policy = self.policy();
+        let w = part.cell.load();
+        if w.phase().is_held() || !part.owned_by(w, owner) {
+            return None;
+        }
+        let now = inner.clock.now();
+        let (state, retry_after) = match w.phase() {
+            Phase::Open => match part.cell.open_until(w.generation()) {
+                Some(until) => match machine::still_open(until, now) {
+                    Some(left) => (State::Open, Some(left)),
+                    None => (State::HalfOpen, None),
+                },
+                // The trip is being published: its whole period is ahead.
+                None => (State::Open, Some(policy.open_duration_for(w.trips()))),
+            },
+            p => (State::from_phase(p.seen()), None),
+        };
+        let consecutive_failures = match (state, policy.consecutive_failures) {
+            (State::Closed, Some(_)) => w.count(),
+            (State::Closed, None) => {
+                let failures = |win: &crate::window::Window| win.totals(now.as_nanos()).1;
+                let n = match part.window() {
+                    Some(win) => failures(win),
+                    // A tenant slot's window of this closed episode, if any.
+                    None => part
+                        .with_episode_window(|win| {
+                            (win.episode == w.generation()).then(|| failures(win))
+                        })
+                        .flatten()
+                        .unwrap_or(0),
+                };
+                u32::try_from(n).unwrap_or(u32::MAX)
+            }
+            _ => 0,
+        };
+        let pin = pin_for(slot);
+        let since = self
+            .current_counters(slot, part, &pin)
+            .and_then(|s| s.began())
+            .unwrap_or(Instant::from_nanos(0));
+        Some(Inspection {
+            state,
+            consecutive_failures,
+            half_open_successes: if state == State::HalfOpen {
+                w.count()
+            } else {
+                0
+            },
+            probes_in_flight: w.probes(),
+            retrips: w.trips(),
+            since,
+            retry_after,
+        })
+    }
+
     /// The phase an admission would find now (C14): an open partition
     /// whose period has ended reads half-open, before any admission makes
     /// the transition.
@@ -56,6 +219,8 @@ impl Dependency {
         }
     }
 
+    /// An operator action (C11, C19): `kind` is `Reset`, `ForcedOpen`,
+    /// `Trip` or `HalfOpen`, the event it is announced as.
     pub(crate) fn operate(&self, tenant: Option<&str>, kind: EventKind) -> Result<(), AdmitError> {
         let tenant = match self.tenant(tenant) {
             Ok(t) => t,
@@ -63,20 +228,24 @@ impl Dependency {
             Err(AdmitError::TenantRequired) => None,
             Err(e) => return Err(e),
         };
-        let action: fn(Word) -> Option<(Word, Transition)> = match kind {
-            EventKind::ForcedOpen => machine::force_open,
-            _ => machine::reset,
+        let inner = &*self.inner;
+        let policy = self.policy();
+        // A trip's open period runs from the action.
+        let now = inner.clock.now();
+        let action = |w: Word| match kind {
+            EventKind::ForcedOpen => machine::force_open(w),
+            EventKind::Trip => machine::trip(w, now, policy),
+            EventKind::HalfOpen => machine::half_open(w, policy),
+            _ => machine::reset(w),
         };
-        // Whether the action was applied: not when the slot changed owner
-        // between the lookup and the CAS.
-        let apply = |slot: u32, part: &Partition, owner: Owner| -> bool {
-            match part.cell.operate(action, |w| part.owned_by(w, owner)) {
-                Some(t) => {
-                    self.on_transition(slot, part, &t, kind);
-                    true
-                }
-                None => false,
+        // What the action did; `Lost` when the slot changed owner between
+        // the lookup and the CAS.
+        let apply = |slot: u32, part: &Partition, owner: Owner| -> Operated {
+            let r = part.cell.operate(action, |w| part.owned_by(w, owner));
+            if let Operated::Done(t) = r {
+                self.on_transition(slot, part, &t, kind);
             }
+            r
         };
         match (self.parts(), tenant) {
             (Parts::Global(p), _) => {
@@ -97,7 +266,7 @@ impl Dependency {
                     // mark after publishing itself (`Table::settle_forced`)
                     // or is found here, after the mark's fence.
                     if let Some(r) = t.lookup(name) {
-                        if !apply(r.slot, r.part, r.owner) {
+                        if apply(r.slot, r.part, r.owner) == Operated::Lost {
                             continue;
                         }
                         return Ok(());
@@ -105,8 +274,21 @@ impl Dependency {
                     self.announce(kind, name.to_string());
                     return Ok(());
                 }
-                if apply(target.slot, target.part, target.owner) {
+                if apply(target.slot, target.part, target.owner) != Operated::Lost {
                     t.forget_override(name);
+                    return Ok(());
+                }
+            },
+            (Parts::Tenant(..), Some(name)) if kind != EventKind::Reset => loop {
+                // A trip or half-open of one tenant acts on its own
+                // partition, made if need be (an unseen tenant's is a
+                // fresh one), resolved again as for a force. With no room
+                // for it nothing is done: the shared overflow partition
+                // serves other tenants too.
+                let target = self.target(Some(name));
+                if target.overflow
+                    || apply(target.slot, target.part, target.owner) != Operated::Lost
+                {
                     return Ok(());
                 }
             },
@@ -122,15 +304,23 @@ impl Dependency {
             }
             (Parts::Tenant(t, shared), None) => {
                 // An insert racing this walk sees the new rule or is seen
-                // by the walk (`Table::settle_forced`).
-                t.operate_all(kind == EventKind::ForcedOpen);
+                // by the walk (`Table::settle_forced`). A trip or half-open
+                // leaves no rule: it acts on the partitions there are.
+                if matches!(kind, EventKind::Reset | EventKind::ForcedOpen) {
+                    t.operate_all(kind == EventKind::ForcedOpen);
+                }
                 for (slot, part, _) in t.live() {
                     apply(slot, part, NO_OWNER);
                 }
                 // `<overflow>` is reset with the rest but never forced: it
                 // also serves tenants reset one by one while the force
                 // holds; the others it refuses by `Table::starts_forced`.
-                if kind == EventKind::Reset {
+                // It is tripped or made half-open with the rest once it
+                // has served anyone (when the snapshot lists it).
+                let in_use = || !inner.shared_stats.is_clear() || shared.cell.load() != Word::FRESH;
+                if kind == EventKind::Reset
+                    || (matches!(kind, EventKind::Trip | EventKind::HalfOpen) && in_use())
+                {
                     apply(0, shared, NO_OWNER);
                 }
             }
@@ -180,6 +370,58 @@ impl Dependency {
     /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
     pub fn try_force_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
         self.operate(tenant, EventKind::ForcedOpen)
+    }
+
+    /// Opens a breaker as if its trip policy had fired (C19): new
+    /// generation, the open period (and backoff) of the profile, then the
+    /// probe cycle of C7 and C8; unlike [`force_open`](Self::force_open) it
+    /// ends by itself. From half-open it is a re-trip (the backoff grows);
+    /// on an open breaker the open period restarts from now; a forced-open
+    /// breaker stays forced (only a reset ends a force). Counted in
+    /// `opened_total` and announced as [`EventKind::Trip`].
+    ///
+    /// `None` (or `Some("")`) on a tenant-scoped dependency trips every
+    /// partition there is (`<overflow>` too once it has served anyone);
+    /// tenants first seen afterwards start closed. One tenant's partition
+    /// is made if it has none (nothing is done if the table has no room
+    /// for it). A tenant id longer than [`MAX_TENANT_LEN`] bytes names no
+    /// partition: nothing is done ([`try_trip`](Self::try_trip) says so).
+    ///
+    /// ```
+    /// # use breakerbank::{Bank, ManualClock, Profile, State};
+    /// # use std::time::Duration;
+    /// # let bank = Bank::with_clock(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap(), ManualClock::new());
+    /// let svc = bank.dependency("svc_client").unwrap();
+    /// svc.trip(None);
+    /// assert_eq!(svc.state(None).unwrap(), State::Open);
+    /// bank.manual_clock().unwrap().advance(Duration::from_secs(30));
+    /// assert_eq!(svc.state(None).unwrap(), State::HalfOpen, "it ends by itself");
+    /// ```
+    pub fn trip(&self, tenant: Option<&str>) {
+        let _ = self.try_trip(tenant);
+    }
+
+    /// [`trip`](Self::trip), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_trip(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
+        self.operate(tenant, EventKind::Trip)
+    }
+
+    /// Starts a probe cycle now (C19): half-open, new generation, at most
+    /// `probe_budget` probes, `success_threshold` successes to close (C7,
+    /// C8). On an open breaker the open period ends early; on a closed one
+    /// full traffic waits for the probes; a half-open breaker is left in
+    /// the cycle it is in, and a forced-open one stays forced (only a
+    /// reset ends a force). Counted in `half_opened_total` and announced
+    /// as [`EventKind::HalfOpen`]. Tenant rules as for [`trip`](Self::trip).
+    pub fn half_open(&self, tenant: Option<&str>) {
+        let _ = self.try_half_open(tenant);
+    }
+
+    /// [`half_open`](Self::half_open), refusing a tenant id longer than
+    /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
+    pub fn try_half_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
+        self.operate(tenant, EventKind::HalfOpen)
     }
 
     pub(crate) fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String, u64) {

@@ -4,6 +4,7 @@
 use crate::clock::Advanced;
 use crate::dependency::*;
 use crate::events::{Event, EventKind};
+use crate::metrics::begins_episode;
 use crate::outcome::State;
 use crate::partition::Partition;
 use crate::state::machine::Transition;
@@ -123,7 +124,9 @@ impl Dependency {
                 to: Some(State::from_phase(t.to)),
             })
         });
-        if t.to == Phase::Open {
+        // An open period to end, or an episode that may become stuck (an
+        // operator's half-open from closed begins one with no open period).
+        if t.to == Phase::Open || (t.to == Phase::HalfOpen && begins_episode(t.from, t.to)) {
             self.schedule(slot, part);
             inner.sweeper.wake();
         }

@@ -89,6 +89,28 @@ pub struct Admitted {
     pub reclaimed: Option<(u32, u64)>,
 }
 
+/// What [`Cell::operate`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operated {
+    /// The action made this transition.
+    Done(Transition),
+    /// The action changes nothing on the word found.
+    Unchanged,
+    /// `valid` refused the word found (the slot changed owner).
+    Lost,
+}
+
+#[cfg(test)]
+impl Operated {
+    /// The transition made, if any.
+    pub fn done(self) -> Option<Transition> {
+        match self {
+            Operated::Done(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// What an update closure decides for one observed word.
 #[derive(Debug)]
 pub enum Step<R> {
@@ -298,10 +320,13 @@ impl<S: Side> Cell<S> {
             match f(cur) {
                 Step::Keep(r) => return r,
                 Step::Install(next, r) => {
-                    // Only a trip has an open-until: its word is Open, the
-                    // one it replaces is not.
+                    // Only a trip has an open-until: its word is Open, of
+                    // a new generation (an operator's trip may replace an
+                    // open word, C19).
                     if let Some(at) = until(&r) {
-                        debug_assert!(next.phase() == Phase::Open && cur.phase() != Phase::Open);
+                        debug_assert!(
+                            next.phase() == Phase::Open && next.generation() != cur.generation()
+                        );
                         if !self.prepublish(cur, next.generation(), at) {
                             // The word moved on: decide again on the new
                             // one. (Not by CAS from `cur`: the word may
@@ -561,22 +586,32 @@ impl<S: Side> Cell<S> {
         })
     }
 
-    /// Applies an operator action (`machine::reset` or `machine::force_open`)
-    /// if `valid` holds for the observed word.
+    /// Applies an operator action (`machine::reset`, `force_open`, `trip`
+    /// or `half_open`) if `valid` holds for the observed word: one CAS,
+    /// decided again on every word a rival installs first, so the action
+    /// is never lost to a concurrent admission or record. A trip's
+    /// open-until is written before its CAS, as for every trip.
     pub fn operate(
         &self,
-        action: fn(Word) -> Option<(Word, Transition)>,
+        action: impl Fn(Word) -> Option<(Word, Transition)>,
         valid: impl Fn(Word) -> bool,
-    ) -> Option<Transition> {
-        self.update(|w| {
-            if !valid(w) {
-                return Step::Keep(None);
-            }
-            match action(w) {
-                Some((next, t)) => Step::Install(next, Some(t)),
-                None => Step::Keep(None),
-            }
-        })
+    ) -> Operated {
+        self.update_with(
+            |w| {
+                if !valid(w) {
+                    return Step::Keep(Operated::Lost);
+                }
+                match action(w) {
+                    Some((next, t)) => Step::Install(next, Operated::Done(t)),
+                    None => Step::Keep(Operated::Unchanged),
+                }
+            },
+            |r| match r {
+                Operated::Done(t) => t.open_until,
+                _ => None,
+            },
+            None,
+        )
     }
 
     /// CAS from an observed word to another, once: for eviction, and for

@@ -484,5 +484,43 @@ pub fn force_open(w: Word) -> Option<(Word, Transition)> {
     ))
 }
 
+/// Operator trip (C19): open as if the trip policy had fired, at `now`,
+/// new generation. From closed, a trip (no backoff); from half-open, a
+/// re-trip like a probe failure (backoff exponent up); from open, the open
+/// period restarts from `now` with the backoff it had. A forced-open
+/// breaker stays forced (only a reset ends a force, C11); a slot in a
+/// hand-over has no breaker: `None`, nothing changes.
+pub fn trip(w: Word, now: Instant, policy: &Policy) -> Option<(Word, Transition)> {
+    match w.phase() {
+        Phase::Closed | Phase::HalfOpen => Some(transition(w, Phase::Open, Some(now), policy)),
+        Phase::Open => {
+            let next = w.transition(Phase::Open);
+            Some((
+                next,
+                Transition {
+                    from: Phase::Open,
+                    to: Phase::Open,
+                    generation: next.generation(),
+                    open_until: Some(now + policy.open_duration_for(next.trips())),
+                },
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Operator half-open (C19): a probe cycle starts now, new generation, no
+/// success counted yet. From open, the open period ends early (backoff
+/// kept, as when it ends by itself); from closed, the breaker probes
+/// before it takes full traffic again. Already half-open: `None`, its
+/// cycle is under way. A forced-open breaker stays forced (C11); a slot in
+/// a hand-over has no breaker: `None`.
+pub fn half_open(w: Word, policy: &Policy) -> Option<(Word, Transition)> {
+    match w.phase() {
+        Phase::Closed | Phase::Open => Some(transition(w, Phase::HalfOpen, None, policy)),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests;

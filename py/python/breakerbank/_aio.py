@@ -50,8 +50,9 @@ async def _acall(
     deadline: float | None,
     fallback: Callable[..., Any] | None,
     cache_key: str | None,
+    classify: Callable[[BaseException], str | None] | None,
 ) -> Any:
-    d = dep.admit(tenant=tenant, deadline=deadline)
+    d = dep.admit(tenant=tenant, deadline=deadline, classify=classify)
     if not d.admitted:
         return await _serve(d, fallback, args, kwargs, cache_key)
     try:
@@ -80,10 +81,12 @@ def acall_with(
     deadline: float | None,
     fallback: Callable[..., Any] | None,
     cache_key: str | None,
+    classify: Callable[[BaseException], str | None] | None = None,
 ) -> Awaitable[Any]:
-    """The coroutine of ``dep.acall(fn, *args, ...)`` (called by the native side)."""
+    """The coroutine of ``dep.acall(fn, *args, ...)`` (called by the native side,
+    which has checked ``classify``)."""
     if not callable(fn):
         raise TypeError(f"Dependency.acall needs a callable, got {type(fn).__name__}")
     if fallback is not None and not callable(fallback):
         raise TypeError(f"fallback must be callable or None, got {type(fallback).__name__}")
-    return _acall(dep, fn, args, kwargs, tenant, deadline, fallback, cache_key)
+    return _acall(dep, fn, args, kwargs, tenant, deadline, fallback, cache_key, classify)

@@ -68,11 +68,17 @@ def guard(
     tenant_arg: str | None = "tenant",
     fallback: Callable[..., Any] | None = None,
     cache_key: Callable[..., Any] | None = None,
+    classify: Callable[[BaseException], str | None] | None = None,
 ) -> Callable[[F], F]:
     """The decorator behind ``Bank.guard`` (see its documentation)."""
     dep = bank[dependency]  # UnknownDependency now, not at the first call
     if fallback is not None and not callable(fallback):
         raise TypeError(f"fallback must be callable or None, got {type(fallback).__name__}")
+    if classify is not None and not callable(classify):
+        raise TypeError(
+            "classify must be a callable of the exception returning "
+            f'"success", "failure", "cancelled" or None, got {type(classify).__name__}'
+        )
     if cache_key is not None and not callable(cache_key):
         raise TypeError(
             "cache_key must be a callable of the call's arguments returning the key, "
@@ -103,7 +109,13 @@ def guard(
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 tenant, key = options(args, kwargs)
                 return await dep.acall_with(
-                    fn, args, kwargs, tenant=tenant, fallback=fallback, cache_key=key
+                    fn,
+                    args,
+                    kwargs,
+                    tenant=tenant,
+                    fallback=fallback,
+                    cache_key=key,
+                    classify=classify,
                 )
 
             wrapper: Callable[..., Any] = async_wrapper
@@ -113,7 +125,13 @@ def guard(
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 tenant, key = options(args, kwargs)
                 return dep.call_with(
-                    fn, args, kwargs, tenant=tenant, fallback=fallback, cache_key=key
+                    fn,
+                    args,
+                    kwargs,
+                    tenant=tenant,
+                    fallback=fallback,
+                    cache_key=key,
+                    classify=classify,
                 )
 
             wrapper = sync_wrapper

@@ -4,10 +4,15 @@
 from collections.abc import Awaitable, Callable, Mapping
 from os import PathLike
 from types import TracebackType
-from typing import Any, Literal, TypeVar, final
+from typing import Any, Literal, TypedDict, TypeVar, final
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _State = Literal["closed", "open", "half_open", "forced_open"]
+# A call's classifier (C17): "success", "failure", "cancelled", or None for the rule.
+_Classify = Callable[[BaseException], str | None]
+_Matchers = type[BaseException] | Callable[[BaseException], object] | tuple[
+    type[BaseException] | Callable[[BaseException], object], ...
+]
 _Reason = Literal["open", "probe_budget", "forced_open", "deadline_expired"]
 _Kind = Literal["stale", "degraded", "error"]
 _Outcome = Literal["success", "failure", "cancelled"]
@@ -57,6 +62,17 @@ class DeadlineExpired(BreakerError):
 
 class OutcomeAlreadyRecorded(BreakerError, RuntimeError):
     dependency: str | None
+
+class _Inspection(TypedDict):
+    """One breaker as `Dependency.inspect` read it (C18)."""
+
+    state: _State
+    consecutive_failures: int
+    half_open_successes: int
+    probes_in_flight: int
+    retrips: int
+    since: float
+    retry_after: float | None
 
 @final
 class ManualClock:
@@ -121,7 +137,18 @@ class Dependency:
     def window(self) -> float | None: ...
     def breaker_of(self, tenant: str | None = None) -> str: ...
     def now(self) -> float: ...
-    def admit(self, tenant: str | None = None, deadline: float | None = None) -> Decision: ...
+    def admit(
+        self,
+        tenant: str | None = None,
+        deadline: float | None = None,
+        classify: _Classify | None = None,
+    ) -> Decision: ...
+    def classify(
+        self,
+        failure: _Matchers | None = None,
+        success: _Matchers | None = None,
+        cancelled: _Matchers | None = None,
+    ) -> None: ...
     def call(
         self,
         fn: Callable[..., Any],
@@ -131,6 +158,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
         **kwargs: Any,
     ) -> Any: ...
     def call_with(
@@ -144,6 +172,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
     ) -> Any: ...
     def acall(
         self,
@@ -154,6 +183,7 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
         **kwargs: Any,
     ) -> Awaitable[Any]: ...
     def acall_with(
@@ -167,11 +197,15 @@ class Dependency:
         deadline: float | None = None,
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
+        classify: _Classify | None = None,
     ) -> Awaitable[Any]: ...
     def cache_put(self, key: str, value: object, *, tenant: str | None = None) -> None: ...
     def state(self, tenant: str | None = None) -> _State: ...
+    def inspect(self, tenant: str | None = None) -> _Inspection: ...
     def reset(self, tenant: str | None = None) -> None: ...
     def force_open(self, tenant: str | None = None) -> None: ...
+    def trip(self, tenant: str | None = None) -> None: ...
+    def half_open(self, tenant: str | None = None) -> None: ...
 
 @final
 class Bank:
@@ -199,6 +233,7 @@ class Bank:
         tenant_arg: str | None = "tenant",
         fallback: Callable[..., Any] | None = None,
         cache_key: Callable[..., Any] | None = None,
+        classify: _Classify | None = None,
     ) -> Callable[[_F], _F]: ...
 
 def check_profile(text: str, running: str | None = None) -> list[str]: ...

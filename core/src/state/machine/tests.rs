@@ -381,3 +381,69 @@ fn c11_reset_and_force_open_bump_generation() {
     assert_eq!(f.generation(), r.generation() + 1);
     assert!(reset(Word::FRESH.with_phase(Phase::Vacant)).is_none());
 }
+
+#[test]
+fn c19_trip_opens_from_every_phase_but_forced_open() {
+    let p = policy();
+    let now = Instant::from_nanos(5_000_000_000);
+    let at = |s: u64| Some(Instant::from_nanos(s * 1_000_000_000));
+    // Closed, failures counted: open for the base period, no backoff.
+    let closed = Word::FRESH.with_count(2).with_probes(1);
+    let (w, t) = trip(closed, now, &p).expect("trips");
+    assert_eq!(
+        (w.phase(), w.trips(), w.count(), w.probes()),
+        (Phase::Open, 0, 0, 1)
+    );
+    assert_eq!(
+        (t.from, t.to, t.generation),
+        (Phase::Closed, Phase::Open, 1)
+    );
+    assert_eq!(t.open_until, at(35));
+    // Half-open: a re-trip, like a probe failure (backoff exponent up).
+    let half = Word::FRESH
+        .with_phase(Phase::HalfOpen)
+        .with_count(1)
+        .with_trips(1);
+    let (w, t) = trip(half, now, &p).expect("re-trips");
+    assert_eq!((w.phase(), w.trips(), w.count()), (Phase::Open, 2, 0));
+    assert_eq!(t.open_until, at(5 + 100), "30 s × 2² capped at 100 s");
+    // Open: the period restarts from now, the backoff kept.
+    let open = Word::FRESH.with_phase(Phase::Open).with_trips(1);
+    let (w, t) = trip(open, now, &p).expect("restarts");
+    assert_eq!((w.phase(), w.trips()), (Phase::Open, 1));
+    assert_eq!(w.generation(), open.generation() + 1);
+    assert_eq!((t.from, t.open_until), (Phase::Open, at(5 + 60)));
+    // Forced open holds until a reset; a slot in a hand-over is no one's.
+    for p2 in [Phase::ForcedOpen, Phase::Vacant, Phase::Pending] {
+        assert_eq!(trip(Word::FRESH.with_phase(p2), now, &p), None, "{p2:?}");
+    }
+}
+
+#[test]
+fn c19_half_open_starts_a_probe_cycle_from_closed_or_open() {
+    let p = policy();
+    let closed = Word::FRESH.with_count(2);
+    let (w, t) = half_open(closed, &p).expect("from closed");
+    assert_eq!(
+        (w.phase(), w.count(), w.generation()),
+        (Phase::HalfOpen, 0, 1)
+    );
+    assert_eq!(
+        (t.from, t.to, t.open_until),
+        (Phase::Closed, Phase::HalfOpen, None)
+    );
+    let open = Word::FRESH
+        .with_phase(Phase::Open)
+        .with_trips(2)
+        .with_probes(1);
+    let (w, _) = half_open(open, &p).expect("from open");
+    assert_eq!((w.phase(), w.trips(), w.probes()), (Phase::HalfOpen, 2, 1));
+    for p2 in [
+        Phase::HalfOpen,
+        Phase::ForcedOpen,
+        Phase::Vacant,
+        Phase::Pending,
+    ] {
+        assert_eq!(half_open(Word::FRESH.with_phase(p2), &p), None, "{p2:?}");
+    }
+}

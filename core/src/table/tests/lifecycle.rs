@@ -55,6 +55,7 @@ fn c9_c11_a_slot_is_owned_by_its_tenant_through_its_transitions_and_no_longer() 
     // A transition moves the generation on: still a's, by its key.
     part.cell
         .operate(machine::force_open, |_| true)
+        .done()
         .expect("forced open");
     let forced = part.cell.load();
     assert_ne!(forced.generation(), a.owner.generation);
@@ -62,7 +63,10 @@ fn c9_c11_a_slot_is_owned_by_its_tenant_through_its_transitions_and_no_longer() 
         part.owned_by(forced, a.owner),
         "a's after its own transition"
     );
-    part.cell.operate(machine::reset, |_| true).expect("reset");
+    part.cell
+        .operate(machine::reset, |_| true)
+        .done()
+        .expect("reset");
     // b takes a's room: the slot a held is a's no longer.
     let b = t.get_or_insert("b").expect("a is idle and evictable");
     assert!(t.lookup("a").is_none(), "a was evicted");
@@ -101,11 +105,15 @@ fn c5_c9_a_word_of_another_tenure_is_never_taken_for_the_tenant_whose_key_came_b
     hand_to("b");
     part.cell
         .operate(machine::force_open, |_| true)
+        .done()
         .expect("b isolated");
     let b_open = part.cell.load();
     assert_eq!(b_open.phase(), Phase::ForcedOpen);
     // Then b is reset and evicted, and a comes back to the same slot.
-    part.cell.operate(machine::reset, |_| true).expect("reset");
+    part.cell
+        .operate(machine::reset, |_| true)
+        .done()
+        .expect("reset");
     let back = hand_to("a");
     assert!(part.key_is(a.owner.key), "a's key again");
     assert!(
@@ -226,6 +234,7 @@ fn c11_a_tenant_forced_open_while_its_insert_settles_stays_forced() {
     assert_eq!(r.owner.generation, generation);
     part.cell
         .operate(machine::force_open, |w| part.owned_by(w, r.owner))
+        .done()
         .expect("forced");
     let fresh = t.complete(part, pending, key);
     let settled = t.settle_forced(part, fresh, key, generation);
