@@ -24,13 +24,17 @@ impl<'a> Resolved<'a> {
     /// The partition at `slot`, seen to be `key`'s in word `w`.
     #[inline(always)]
     pub(super) fn seen(slot: u32, part: &'a Partition, key: Key, w: Word) -> Self {
+        Self::seen_at(slot, part, key, w.generation())
+    }
+
+    /// The partition at `slot`, known to be `key`'s in its word of
+    /// `generation`.
+    #[inline(always)]
+    pub(super) fn seen_at(slot: u32, part: &'a Partition, key: Key, generation: u64) -> Self {
         Self {
             slot,
             part,
-            owner: Owner {
-                key,
-                generation: w.generation(),
-            },
+            owner: Owner { key, generation },
             made_closed: false,
         }
     }
@@ -161,11 +165,15 @@ impl Table {
             Phase::Closed
         };
         let fresh = pending.transition(phase).with_trips(0);
-        if part.cell.try_replace(pending, fresh) {
-            fresh
-        } else {
-            part.cell.load()
+        if !part.cell.try_replace(pending, fresh) {
+            return part.cell.load();
         }
+        if phase == Phase::Closed {
+            // A closed newcomer is evictable: a scan that met it pending
+            // (and so may have found nothing) must look again.
+            self.note_evictable();
+        }
+        fresh
     }
 
     /// Points the index at a tenant's slot, if the fast lookup could not

@@ -128,6 +128,32 @@ fn c5_c9_a_word_of_another_tenure_is_never_taken_for_the_tenant_whose_key_came_b
     assert!(part.keyed(back, a.owner.key));
 }
 
+/// An eviction scan that meets only a tenant still being inserted finds
+/// nothing to evict, and remembers it; the insert then completes, closed
+/// and idle: evictable. The memory must not outlive that, or every
+/// newcomer after it goes to the shared overflow partition while the
+/// table holds an idle partition (found by a stress test where a
+/// failing tenant never got a slot back).
+#[test]
+fn c9_a_tenant_whose_insert_completes_is_evictable_for_the_next_newcomer() {
+    let t = Table::new(1, None);
+    let a = t.get_or_insert("a").expect("room");
+    // a's insert, caught before its completion (a racing inserter's or
+    // lookup's view of it).
+    let pending = a.part.cell.hand_over(Phase::Pending);
+    assert!(
+        t.get_or_insert("b").is_none(),
+        "nothing evictable while a is pending: b to the overflow"
+    );
+    let done = t.complete(a.part, pending, a.owner.key);
+    assert_eq!(done.phase(), Phase::Closed);
+    let b = t
+        .get_or_insert("b")
+        .expect("a is closed and idle: b takes its room");
+    assert!(t.lookup("a").is_none(), "a was evicted");
+    assert!(t.lookup("b").is_some_and(|r| r.slot == b.slot));
+}
+
 #[test]
 fn c9_c13_counters_are_made_for_each_owner_and_never_given_back_to_an_earlier_one() {
     let part = Partition::standalone(None);
