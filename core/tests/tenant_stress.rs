@@ -104,16 +104,20 @@ fn churn(id: impl Fn(usize, usize) -> String + Sync) {
     );
 }
 
-/// An open tenant reset and evicted over and over while tenants that never
-/// fail churn through the same slots (C5, C9): no one but the failing
-/// tenant may ever be refused for an open breaker.
+/// An open or forced-open tenant reset and evicted over and over while
+/// tenants that never fail churn through the same slots (C5, C9, C11): no
+/// one but the failing tenant may ever be refused.
 ///
-/// `max_tenants: 2`: the failing tenant trips on its first failure and an
-/// operator thread resets it at once, so its slot keeps passing from an
-/// open tenant to an idle one, to a newcomer, and back. A reader that
-/// takes a word of one tenure for its own tenant's (the word read, then
-/// the slot handed over and back before the key is checked) refuses a
-/// healthy tenant with the failing one's `open`. The failing tenant's calls
+/// `max_tenants: 2`. The failing tenant's thread gives it a partition
+/// (a forced open makes one), resets it and fails a call (one failure
+/// trips); an operator thread resets it too, so its slot keeps passing
+/// between an open or forced tenant, an idle one, newcomers, and back.
+/// Any path that takes a word of one tenure for another tenant's refuses a
+/// healthy tenant with the failing one's `open` or `forced_open`: a word
+/// read before the key when the slot went away and came back
+/// (`Partition::keyed`), or an insert whose completion a lookup made
+/// first and which then named the word the slot held by the time it
+/// looked, a later tenant's (`Table::insert`). The failing tenant's calls
 /// served by the shared overflow partition record cancelled, so the
 /// overflow never trips and nothing excuses a healthy tenant's refusal.
 #[test]
@@ -141,9 +145,12 @@ fn c5_c9_stress_a_tenant_that_never_fails_is_never_refused_for_another_tenants_o
     let start = Instant::now();
     let done = || start.elapsed() > DEADLINE;
     std::thread::scope(|s| {
-        // The failing tenant, tripped whenever it is closed.
+        // The failing tenant: given a partition (a forced open makes one),
+        // reset, then tripped by its failure.
         s.spawn(|| {
             while !done() {
+                dep.force_open(Some(BAD));
+                dep.reset(Some(BAD));
                 let Decision::Admitted(p) = dep.admit(Some(BAD), None).expect("tenant") else {
                     refused.fetch_add(1, Relaxed);
                     continue;
@@ -159,16 +166,15 @@ fn c5_c9_stress_a_tenant_that_never_fails_is_never_refused_for_another_tenants_o
                 dep.record_raw(raw, outcome);
             }
         });
-        // The operator: isolates it (taking a slot for it if need be),
-        // then resets it, so its slot becomes evictable.
+        // The operator: resets it while it is open, so the open slot
+        // becomes evictable under the readers.
         s.spawn(|| {
             while !done() {
-                dep.force_open(Some(BAD));
                 dep.reset(Some(BAD));
             }
         });
         for w in 0..WORKERS {
-            let (dep, healthy) = (&dep, &healthy);
+            let (dep, healthy, bank) = (&dep, &healthy, &bank);
             s.spawn(move || {
                 // Shared by the workers: while one is held up between its
                 // reads, another brings its tenant back to the slot.
@@ -180,10 +186,19 @@ fn c5_c9_stress_a_tenant_that_never_fails_is_never_refused_for_another_tenants_o
                     let id = &ids[round % ids.len()];
                     match dep.admit(Some(id), None).expect("tenant") {
                         Decision::Admitted(p) => p.record(Outcome::Success),
-                        Decision::Rejected(r) => panic!(
-                            "C5/C9 violated: {id} never failed but was refused ({:?})",
-                            r.reason
-                        ),
+                        Decision::Rejected(r) => {
+                            let parts: Vec<_> = bank.metrics().dependencies[0]
+                                .partitions
+                                .iter()
+                                .map(|p| (p.partition.clone(), p.state, p.opened_total))
+                                .collect();
+                            panic!(
+                                "C5/C9 violated: {id} never failed but was refused ({:?}); \
+                                 now served by {:?}; partitions (state, opened) {parts:?}",
+                                r.reason,
+                                dep.partition_of(Some(id)),
+                            )
+                        }
                     }
                     healthy.fetch_add(1, Relaxed);
                 }

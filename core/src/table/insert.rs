@@ -53,9 +53,14 @@ impl Table {
                 self.remember(hash, key, slot);
                 let fresh = self.complete(part, pending, key);
                 let fresh = self.settle_forced(part, fresh, key, generation);
+                // Owned as of the tenure's first word, not `fresh`: when a
+                // lookup completed the insert first, `fresh` is whatever
+                // word the slot holds by now, possibly a later tenant's
+                // (the newcomer evicted and its slot handed on), which
+                // must never pass for the newcomer's own.
                 return Some(Resolved {
                     made_closed: fresh.phase() == Phase::Closed && fresh.generation() == generation,
-                    ..Resolved::seen(slot, part, key, fresh)
+                    ..Resolved::seen_at(slot, part, key, generation)
                 });
             }
             // Lost the race to another inserter of the same tenant: no one
