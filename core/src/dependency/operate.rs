@@ -114,9 +114,17 @@ impl Dependency {
         let tenant = self.tenant(tenant)?;
         let found = match (self.parts(), tenant) {
             (Parts::Global(p), _) => self.inspect_part(0, p, NO_OWNER),
-            (Parts::Tenant(t, _), Some(name)) => match t.lookup(name) {
-                Some(r) => self.inspect_part(r.slot, r.part, r.owner),
-                None => None,
+            // As `state`: a slot that changed hands between the lookup and
+            // the read is looked up again.
+            (Parts::Tenant(t, _), Some(name)) => loop {
+                match t.lookup(name) {
+                    Some(r) => {
+                        if let Some(found) = self.inspect_part(r.slot, r.part, r.owner) {
+                            break Some(found);
+                        }
+                    }
+                    None => break None,
+                }
             },
             (Parts::Tenant(..), None) => None,
         };
