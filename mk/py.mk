@@ -10,7 +10,7 @@
 VENV ?= $(CURDIR)/.venv
 PY ?= $(VENV)/bin/python
 PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML prometheus_client \
-	httpx requests
+	httpx requests "pybreaker==1.4.1"
 PY_BENCH_TOOLS ?= pybreaker
 
 .PHONY: py-venv py-develop py-test demo py-bench
