@@ -5,7 +5,8 @@
 #   make py-develop   build the extension (release) into .venv
 #   make py-test      mypy.stubtest on the stubs, then the pytest suite
 #   make demo         single-tenant fault through the harness: report + demo.png
-#   make py-bench     breakerbank vs pybreaker (pybreaker installed for this only)
+#   make py-bench     breakerbank vs pybreaker (pybreaker installed for this only);
+#                     then what the httpx transport and requests adapter add
 
 VENV ?= $(CURDIR)/.venv
 PY ?= $(VENV)/bin/python
@@ -38,3 +39,4 @@ demo: py-develop
 py-bench: py-develop
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PY_BENCH_TOOLS)
 	$(PY) py/bench/bench.py
+	$(PY) py/bench/http_bench.py
