@@ -50,12 +50,20 @@ static void fail_once(const bb_bank *bank, uint32_t dep) {
   CHECK_OK(bb_record(bank, d.permit, BB_OUTCOME_FAILURE));
 }
 
+/* A bank of svc_client (tripping after `n` failures) and email_client,
+ * with one failure of svc_client counted; `*svc` is its id. */
+static bb_bank *one_failure_counted(char *yaml, size_t cap, int n, uint32_t *svc) {
+  profile(yaml, cap, n, 1, NULL);
+  bb_bank *bank = bbt_bank(yaml, true);
+  *svc = bbt_dep(bank, "svc_client");
+  fail_once(bank, *svc);
+  return bank;
+}
+
 static void c20_reload_keeps_state_and_applies_new_thresholds(void) {
   char yaml[2048];
-  profile(yaml, sizeof yaml, 5, 1, NULL);
-  bb_bank *bank = bbt_bank(yaml, true);
-  uint32_t svc = bbt_dep(bank, "svc_client");
-  fail_once(bank, svc);
+  uint32_t svc;
+  bb_bank *bank = one_failure_counted(yaml, sizeof yaml, 5, &svc);
   fail_once(bank, svc);
   bb_decision held = bbt_admit(bank, svc, NULL);
   CHECK(held.admitted);
@@ -73,10 +81,8 @@ static void c20_reload_keeps_state_and_applies_new_thresholds(void) {
 
 static void c20_a_bad_profile_changes_nothing(void) {
   char yaml[2048];
-  profile(yaml, sizeof yaml, 2, 1, NULL);
-  bb_bank *bank = bbt_bank(yaml, true);
-  uint32_t svc = bbt_dep(bank, "svc_client");
-  fail_once(bank, svc);
+  uint32_t svc;
+  bb_bank *bank = one_failure_counted(yaml, sizeof yaml, 2, &svc);
 
   CHECK_STATUS(reload(bank, "dependencies: {}\nbogus: 1\n"), BB_ERR_CONFIG);
   CHECK(strstr(bbt_last_error(), "bogus") != NULL);
@@ -135,10 +141,8 @@ static void c20_removed_dependency_refuses_and_its_permits_are_redeemed_once(voi
 
 static void c20_a_trip_kind_change_starts_the_dependency_afresh(void) {
   char yaml[2048];
-  profile(yaml, sizeof yaml, 2, 1, NULL);
-  bb_bank *bank = bbt_bank(yaml, true);
-  uint32_t svc = bbt_dep(bank, "svc_client");
-  fail_once(bank, svc);
+  uint32_t svc;
+  bb_bank *bank = one_failure_counted(yaml, sizeof yaml, 2, &svc);
   profile(yaml, sizeof yaml, 0, 1,
           "{failure_rate: 0.5, min_calls: 4, window: 10s}");
   CHECK_OK(reload(bank, yaml));
