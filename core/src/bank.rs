@@ -118,10 +118,12 @@ impl fmt::Debug for Bank {
 
 /// What a reload does with one dependency of the new profile.
 enum Plan {
-    /// Same name and isolation: the new config in place.
+    /// Same name and isolation, and it fits the partitions it has: the
+    /// new config in place.
     Retune(u32, DependencyConfig),
-    /// New, or its isolation changed: a fresh dependency (and the old one,
-    /// if any, retired).
+    /// New, or it needs new partitions (its isolation, trip policy kind or
+    /// `window` changed, or its `max_tenants` outgrew its table): a fresh
+    /// dependency (and the old one, if any, retired).
     Fresh(DependencyConfig, Option<u32>),
 }
 
@@ -242,7 +244,9 @@ impl Bank {
 
     /// Puts a new profile in force without losing what the breakers know
     /// (C20). All or nothing: every problem is found before anything
-    /// changes, and the error names each one.
+    /// changes, and the error names each one. A valid profile is refused
+    /// only when the allocator refuses a new partition table (the error
+    /// names the dependency) or the bank has used up its ids.
     ///
     /// - A dependency whose name and isolation are unchanged keeps every
     ///   partition's state, counters, permits in flight and stale cache;
@@ -256,18 +260,22 @@ impl Bank {
     ///   through every handle taken before; its permits can still be
     ///   recorded or dropped, harmlessly.
     /// - An added dependency starts fresh, under a new id. So does one
-    ///   whose `isolation` changed: its old handles refuse as a removed
-    ///   one's do; [`Bank::dependency`] finds the new one.
-    /// - Refused: a change of a dependency's trip policy kind or `window`,
-    ///   and a `max_tenants` above what its table was built with (each
-    ///   would need new partitions).
+    ///   that needs new partitions: its `isolation` changed, its trip
+    ///   policy changed kind (`consecutive_failures` ↔ `failure_rate`) or
+    ///   `window`, or its `max_tenants` rose above the size its table was
+    ///   built with. Its old handles refuse as a removed one's do (their
+    ///   permits are recorded harmlessly), its state and counters start
+    ///   over, and [`Bank::dependency`] finds the new one. (A `max_tenants`
+    ///   within the table's size is applied in place, as above.)
     ///
     /// Memory: a removed (or restarted) dependency's partitions stay
     /// allocated until the bank is dropped, since its id keeps answering
     /// (C callers resolve by id on every call), and each reload keeps the
     /// previous tuning of every dependency it kept (a few hundred bytes);
-    /// a bank whose reloads add and remove dependencies without end grows
-    /// with them.
+    /// a bank whose reloads add and remove (or restart) dependencies
+    /// without end grows with them. The new profile's `memory_limit`
+    /// bounds its own tables: a restarted dependency's old table comes on
+    /// top.
     ///
     /// Listeners receive a [`EventKind::Reload`](crate::EventKind::Reload)
     /// event for each dependency kept, added or removed. The healthy
@@ -298,10 +306,7 @@ impl Bank {
         for c in profile.dependencies() {
             let old = live.by_name.get(&c.name).and_then(|&id| self.ids.get(id));
             match old {
-                Some(d) if d.inner.isolation == c.isolation => {
-                    if let Some(why) = d.reload_refusal(c) {
-                        problems.push(why);
-                    }
+                Some(d) if d.inner.isolation == c.isolation && d.fits(c) => {
                     plans.push(Plan::Retune(d.id(), c.clone()));
                 }
                 _ => {

@@ -34,7 +34,7 @@ pub enum CallError<E> {
         len: usize,
     },
     /// The handle's dependency was removed from the bank by a reload, or
-    /// its isolation changed (C20): nothing ran, nothing was counted.
+    /// started afresh by one (C20): nothing ran, nothing was counted.
     UnknownDependency,
 }
 

@@ -23,8 +23,9 @@ pub enum AdmitError {
         len: usize,
     },
     /// The handle's dependency is no longer in the bank: a reload removed
-    /// it, or changed its isolation, which makes it a new dependency
-    /// (C20). Resolve the name again with
+    /// it, or started it afresh as a new dependency (a change of
+    /// isolation, trip policy kind or `window`, or a `max_tenants` above
+    /// its table's size, C20). Resolve the name again with
     /// [`Bank::dependency`](crate::Bank::dependency).
     UnknownDependency,
 }
@@ -40,7 +41,7 @@ impl fmt::Display for AdmitError {
                 "a tenant id is 1 to {MAX_TENANT_LEN} bytes of UTF-8; this one is {len} bytes"
             ),
             AdmitError::UnknownDependency => f.write_str(
-                "this dependency was removed from the bank's profile by a reload (or its isolation changed): resolve it again by name",
+                "this dependency was removed from the bank's profile by a reload, or started afresh by one (its isolation, trip policy kind, window or table size changed): resolve it again by name",
             ),
         }
     }

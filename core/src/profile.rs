@@ -211,8 +211,13 @@ impl Profile {
 
     /// A dry run of [`Bank::reload`](crate::Bank::reload) (C20): what
     /// reloading `next` into a bank built from this profile would refuse,
-    /// without a bank. (`max_tenants` is checked against this profile's,
-    /// the size a bank built from it gives each table.)
+    /// without a bank. Both profiles are valid, so nothing: every change a
+    /// valid profile makes is applied, in place or by starting the
+    /// dependency afresh (a changed isolation, trip policy kind or
+    /// `window`, or a `max_tenants` above this profile's, the size a bank
+    /// built from it gives each table). What a reload can still meet
+    /// depends on the running process (the allocator refusing a new
+    /// table), which a dry run cannot know.
     ///
     /// ```
     /// use breakerbank::Profile;
@@ -228,29 +233,14 @@ impl Profile {
     /// "#)).unwrap();
     /// let running = p("{consecutive_failures: 5}");
     /// assert!(running.check_reload(&p("{consecutive_failures: 3}")).is_ok());
-    /// let err = running
+    /// // Applied by starting `email_client` afresh.
+    /// assert!(running
     ///     .check_reload(&p("{failure_rate: 0.5, min_calls: 20, window: 10s}"))
-    ///     .unwrap_err();
-    /// assert!(err.to_string().contains("email_client"));
+    ///     .is_ok());
     /// ```
     pub fn check_reload(&self, next: &Profile) -> Result<(), ConfigError> {
-        let problems: Vec<String> = next
-            .deps
-            .iter()
-            .filter_map(|new| {
-                let old = self
-                    .deps
-                    .iter()
-                    .find(|d| d.name == new.name && d.isolation == new.isolation)?;
-                let capacity = (old.isolation == Isolation::Tenant).then_some(old.max_tenants);
-                crate::dependency::reload_refusal(&old.trip, capacity, new)
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::many(problems))
-        }
+        let _ = next;
+        Ok(())
     }
 
     /// The bytes the dependencies' partition tables may take when the

@@ -91,3 +91,71 @@ fn c9_a_bank_whose_tables_cannot_be_allocated_is_a_config_error() {
         .unwrap_or_default();
     assert!(text.contains("allocate"), "{text}");
 }
+
+/// C20: a reload that needs a new table (here a `max_tenants` above the
+/// running table's size) the allocator refuses is refused as a whole:
+/// every dependency keeps its state and handles, the other changes of the
+/// same profile included.
+#[test]
+fn c20_a_reload_whose_new_table_cannot_be_allocated_changes_nothing() {
+    if std::env::var_os(CHILD).is_none() {
+        let (status, out) =
+            in_child("c20_a_reload_whose_new_table_cannot_be_allocated_changes_nothing");
+        assert!(status.success(), "child {status}:\n{out}");
+        return;
+    }
+    let entry = |name: &str, failures: u32, max_tenants: u32| {
+        format!(
+            "  {name}:\n    isolation: tenant\n    trip: {{consecutive_failures: {failures}}}\n    open_duration: 30s\n    half_open: {{probe_budget: 1, success_threshold: 1}}\n    fallback: {{kind: error, code: DOWN}}\n    recovery_bound: 5m\n    max_tenants: {max_tenants}\n"
+        )
+    };
+    let profile = |big: u32, failures: u32| {
+        let mut yaml = String::from("memory_limit: 4GiB\ndependencies:\n");
+        yaml.push_str(&entry("payments_client", failures, 10));
+        for i in 0..12 {
+            yaml.push_str(&entry(&format!("client_{i:02}"), 5, big));
+        }
+        Profile::from_yaml(&yaml).expect("within every profile limit")
+    };
+    let bank = Bank::with_clock(profile(10, 2), ManualClock::new());
+    let payments = bank.dependency("payments_client").unwrap();
+    let client = bank.dependency("client_00").unwrap();
+    let fail = |d: &breakerbank::Dependency, t: &str| match d.admit(Some(t), None).unwrap() {
+        breakerbank::Decision::Admitted(p) => p.record(breakerbank::Outcome::Failure),
+        breakerbank::Decision::Rejected(_) => panic!("{t} rejected"),
+    };
+    fail(&payments, "acme");
+    fail(&client, "acme");
+    let before = bank.metrics();
+    limit_address_space(address_space() + HEADROOM);
+    // A lower threshold for payments_client, and tables too large for
+    // what is left for the others.
+    let err = bank
+        .reload(profile(1_000_000, 1))
+        .expect_err("the new tables need more than the address space left");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("cannot allocate") && msg.contains("client_"),
+        "{msg}"
+    );
+    assert_eq!(bank.metrics(), before);
+    assert_eq!(bank.dependency("client_00").unwrap().id(), client.id());
+    assert_eq!(
+        payments.config().trip,
+        breakerbank::TripPolicy::ConsecutiveFailures(2)
+    );
+    // payments_client kept its count and its threshold of two.
+    assert_eq!(
+        payments.state(Some("acme")).unwrap(),
+        breakerbank::State::Closed
+    );
+    fail(&payments, "acme");
+    assert_eq!(
+        payments.state(Some("acme")).unwrap(),
+        breakerbank::State::Open
+    );
+    assert_eq!(
+        client.state(Some("acme")).unwrap(),
+        breakerbank::State::Closed
+    );
+}

@@ -301,50 +301,6 @@ fn c20_lower_max_tenants_evicts_closed_partitions_and_keeps_open_ones() {
 }
 
 #[test]
-fn c20_a_bad_profile_changes_nothing() {
-    let clock = ManualClock::new();
-    let bank = Bank::with_clock(
-        yaml(&[
-            &dep("payments_client", "tenant", 5, "max_tenants: 10\n"),
-            &dep("email_client", "global", 5, ""),
-        ]),
-        clock.clone(),
-    );
-    let p = bank.dependency("payments_client").unwrap();
-    let e = bank.dependency("email_client").unwrap();
-    fail(&p, Some("acme"), 3);
-    fail(&e, None, 5);
-    let before = bank.metrics();
-    // A valid change to one dependency, refused ones to the other two.
-    let rate = "email_client:\nisolation: global\ntrip: {failure_rate: 0.5, min_calls: 4, window: 10s}\nopen_duration: 30s\nhalf_open: {probe_budget: 1, success_threshold: 1}\nfallback: {kind: error, code: DOWN}\nrecovery_bound: 5m\n";
-    let err = bank
-        .reload(yaml(&[
-            &dep("payments_client", "tenant", 2, "max_tenants: 11\n"),
-            rate,
-        ]))
-        .unwrap_err();
-    let msg = err.to_string();
-    assert!(
-        msg.contains("payments_client") && msg.contains("max_tenants"),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("email_client") && msg.contains("trip"),
-        "{msg}"
-    );
-    assert_eq!(err.problems().len(), 2);
-    // Thresholds, state and counters as before.
-    assert_eq!(p.config().trip, TripPolicy::ConsecutiveFailures(5));
-    assert_eq!(p.config().max_tenants, 10);
-    assert_eq!(bank.metrics(), before);
-    assert_eq!(e.state(None).unwrap(), State::Open);
-    fail(&p, Some("acme"), 1);
-    assert_eq!(p.state(Some("acme")).unwrap(), State::Closed);
-    fail(&p, Some("acme"), 1);
-    assert_eq!(p.state(Some("acme")).unwrap(), State::Open);
-}
-
-#[test]
 fn c20_open_breaker_keeps_its_open_until_and_the_next_trip_takes_the_new_duration() {
     let (bank, clock, d) = single(&dep("payments_client", "global", 1, ""));
     fail(&d, None, 1);
@@ -568,4 +524,167 @@ fn c20_removed_tenant_scoped_dependency_refuses_its_known_tenants() {
         Some(AdmitError::UnknownDependency)
     );
     held.record(Outcome::Failure);
+}
+
+/// `name` (global) tripping at a failure rate of 0.5 over `min_calls: 4`
+/// in `window`.
+fn rate_dep(name: &str, window: &str) -> String {
+    dep(name, "global", 1, "").replace(
+        "{consecutive_failures: 1}",
+        &format!("{{failure_rate: 0.5, min_calls: 4, window: {window}}}"),
+    )
+}
+
+/// Asserts that `old`, a handle taken before a reload that started its
+/// dependency afresh, refuses as a removed dependency's does, and that
+/// the bank's handle is a new dependency.
+fn started_afresh(bank: &Bank, old: &Dependency) -> Dependency {
+    assert!(matches!(
+        old.admit(None, None),
+        Err(AdmitError::UnknownDependency)
+    ));
+    assert_eq!(old.state(None), Err(AdmitError::UnknownDependency));
+    assert_eq!(old.try_reset(None), Err(AdmitError::UnknownDependency));
+    let new = bank.dependency(old.name()).expect("still in the profile");
+    assert_ne!(new.id(), old.id());
+    new
+}
+
+#[test]
+fn c20_a_trip_kind_change_applies_and_starts_the_dependency_afresh() {
+    let email = dep("email_client", "global", 2, "");
+    let bank = Bank::with_clock(
+        yaml(&[&dep("payments_client", "global", 3, ""), &email]),
+        ManualClock::new(),
+    );
+    let old = bank.dependency("payments_client").unwrap();
+    let e = bank.dependency("email_client").unwrap();
+    fail(&old, None, 2);
+    fail(&e, None, 1);
+    let held = admitted(old.admit(None, None).unwrap());
+
+    // consecutive_failures → failure_rate.
+    bank.reload(yaml(&[&rate_dep("payments_client", "10s"), &email]))
+        .unwrap();
+    let new = started_afresh(&bank, &old);
+    assert!(matches!(
+        new.config().trip,
+        TripPolicy::FailureRate { min_calls: 4, .. }
+    ));
+    held.record(Outcome::Failure); // recorded harmlessly, into the old one
+    assert_eq!(new.state(None).unwrap(), State::Closed);
+    // Three failures would have tripped the old policy (two were counted);
+    // the new one waits for four calls.
+    fail(&new, None, 3);
+    assert_eq!(new.state(None).unwrap(), State::Closed);
+    fail(&new, None, 1);
+    assert_eq!(new.state(None).unwrap(), State::Open);
+    // The other dependency kept its count: its second failure trips.
+    assert_eq!(bank.dependency("email_client").unwrap().id(), e.id());
+    fail(&e, None, 1);
+    assert_eq!(e.state(None).unwrap(), State::Open);
+
+    // failure_rate → consecutive_failures: afresh again, closed.
+    bank.reload(yaml(&[&dep("payments_client", "global", 2, ""), &email]))
+        .unwrap();
+    let back = started_afresh(&bank, &new);
+    assert_eq!(back.config().trip, TripPolicy::ConsecutiveFailures(2));
+    assert_eq!(back.state(None).unwrap(), State::Closed);
+    fail(&back, None, 2);
+    assert_eq!(back.state(None).unwrap(), State::Open);
+    assert_eq!(e.state(None).unwrap(), State::Open);
+    assert_eq!(
+        bank.dependency_names(),
+        vec!["payments_client", "email_client"]
+    );
+}
+
+#[test]
+fn c20_a_window_change_applies_and_starts_the_dependency_afresh() {
+    let email = dep("email_client", "global", 2, "");
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(
+        yaml(&[&rate_dep("payments_client", "10s"), &email]),
+        clock.clone(),
+    );
+    let old = bank.dependency("payments_client").unwrap();
+    let e = bank.dependency("email_client").unwrap();
+    fail(&old, None, 3);
+    fail(&e, None, 1);
+
+    bank.reload(yaml(&[&rate_dep("payments_client", "20s"), &email]))
+        .unwrap();
+    let new = started_afresh(&bank, &old);
+    assert!(matches!(
+        new.config().trip,
+        TripPolicy::FailureRate { window, .. } if window == Duration::from_secs(20)
+    ));
+    // The old window's three failures did not come along: a fourth call
+    // does not trip.
+    fail(&new, None, 1);
+    assert_eq!(new.state(None).unwrap(), State::Closed);
+    // The 20 s window is in force: failures 15 s apart count together (a
+    // 10 s window would have let the first slide out).
+    clock.advance(Duration::from_secs(15));
+    fail(&new, None, 2);
+    assert_eq!(new.state(None).unwrap(), State::Closed);
+    fail(&new, None, 1);
+    assert_eq!(new.state(None).unwrap(), State::Open);
+    // The other dependency kept its count.
+    fail(&e, None, 1);
+    assert_eq!(e.state(None).unwrap(), State::Open);
+}
+
+#[test]
+fn c20_a_larger_max_tenants_applies_and_starts_the_dependency_afresh() {
+    let email = dep("email_client", "global", 2, "");
+    let payments = |n: u32| {
+        dep(
+            "payments_client",
+            "tenant",
+            2,
+            &format!("max_tenants: {n}\n"),
+        )
+    };
+    let bank = Bank::with_clock(yaml(&[&payments(2), &email]), ManualClock::new());
+    let old = bank.dependency("payments_client").unwrap();
+    let e = bank.dependency("email_client").unwrap();
+    // Two open tenants fill the table (never evicted): a third gets the
+    // overflow.
+    fail(&old, Some("t0"), 2);
+    fail(&old, Some("t1"), 2);
+    admitted(old.admit(Some("t2"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(old.partition_of(Some("t2")), "<overflow>");
+    fail(&e, None, 1);
+
+    bank.reload(yaml(&[&payments(4), &email])).unwrap();
+    assert!(matches!(
+        old.admit(Some("t0"), None),
+        Err(AdmitError::UnknownDependency)
+    ));
+    assert_eq!(old.state(Some("t0")), Err(AdmitError::UnknownDependency));
+    let new = bank.dependency("payments_client").unwrap();
+    assert_ne!(new.id(), old.id());
+    assert_eq!(new.config().max_tenants, 4);
+    // Afresh: the tenant that was open starts closed.
+    assert_eq!(new.state(Some("t0")).unwrap(), State::Closed);
+    assert_eq!(new.state(Some("t1")).unwrap(), State::Closed);
+    // Four tenants get partitions of their own (open ones, so none is
+    // evicted), the fifth the overflow.
+    for t in ["t0", "t1", "t2", "t3"] {
+        fail(&new, Some(t), 2);
+        assert_eq!(new.partition_of(Some(t)), t);
+        assert_eq!(new.state(Some(t)).unwrap(), State::Open);
+    }
+    admitted(new.admit(Some("t4"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(new.partition_of(Some("t4")), "<overflow>");
+    assert_eq!(new.state(Some("t4")).unwrap(), State::Closed);
+    // The other dependency kept its count.
+    fail(&e, None, 1);
+    assert_eq!(e.state(None).unwrap(), State::Open);
+
+    // Back within the new table's size: in place, state kept.
+    bank.reload(yaml(&[&payments(3), &email])).unwrap();
+    assert_eq!(bank.dependency("payments_client").unwrap().id(), new.id());
+    assert_eq!(new.state(Some("t3")).unwrap(), State::Open);
 }

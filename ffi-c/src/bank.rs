@@ -95,7 +95,7 @@ fn tenant_refused(dep: &Dependency, e: AdmitError) -> Fail {
         AdmitError::UnknownDependency => Fail::new(
             bb_status::BB_ERR_UNKNOWN_DEPENDENCY,
             format!(
-                "dependency `{}` (id {}) was removed from the bank's profile by a reload, or its isolation changed; look its id up again with bb_dependency_id",
+                "dependency `{}` (id {}) was removed from the bank's profile by a reload, or started afresh by one (its isolation, trip policy kind, window or table size changed); look its id up again with bb_dependency_id",
                 dep.name(),
                 dep.id()
             ),
@@ -210,20 +210,24 @@ pub extern "C" fn bb_bank_free(bank: *mut bb_bank) -> bb_status {
 
 /// Puts a new YAML profile in force on a running bank (C20), all or
 /// nothing: on `BB_ERR_CONFIG` nothing changed and `bb_last_error` names
-/// every problem (a profile error, a dependency whose trip policy kind or
-/// `window` changed, a `max_tenants` above what its table was built
-/// with).
+/// every problem (the profile's errors, or a new partition table the
+/// allocator refused).
 ///
-/// A dependency whose name and isolation are unchanged keeps its id and
-/// every partition's state, counters and permits; the next decision uses
+/// A dependency whose name and isolation are unchanged, and which fits
+/// the partitions it has, keeps its id and every partition's state,
+/// counters and permits; the next decision uses
 /// the new values, and an open breaker keeps the open-until it has. A
 /// removed dependency's id answers `BB_ERR_UNKNOWN_DEPENDENCY` from then
 /// on (`bb_admit`, `bb_state`, operator actions), while its permits
 /// already issued are still accepted by `bb_record` (each once, counted
-/// nowhere that matters). An added dependency, or one whose `isolation`
-/// changed, gets a new id: look it up with `bb_dependency_id`. Emits a
-/// `BB_EVENT_RELOAD` per dependency kept, added or removed. Thread-safe:
-/// reloads are applied one at a time, and admission goes on meanwhile.
+/// nowhere that matters). An added dependency gets a new id, and so does
+/// one the reload starts afresh, with fresh state, because it needs new
+/// partitions (its `isolation`, trip policy kind or `window` changed, or
+/// its `max_tenants` rose above its table's size): its old id answers as
+/// a removed one's does; look the new one up with `bb_dependency_id`.
+/// Emits a `BB_EVENT_RELOAD` per dependency kept, added or removed.
+/// Thread-safe: reloads are applied one at a time, and admission goes on
+/// meanwhile.
 ///
 /// # Safety
 ///

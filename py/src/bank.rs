@@ -136,7 +136,11 @@ impl PyBank {
     /// ConfigError (listing every problem) leaves the running profile as
     /// it was. Unchanged dependencies keep their breakers' state, counters,
     /// calls in flight and stale values; the next decision uses the new
-    /// values. Handles of a removed dependency raise UnknownDependency.
+    /// values. A dependency that needs new partitions (a changed
+    /// isolation, trip policy kind or window, or a max_tenants above its
+    /// table's size) starts afresh: its old handles raise
+    /// UnknownDependency, as a removed dependency's do; bank[name] finds
+    /// the new one.
     fn reload(&self, py: Python<'_>, text: &str) -> Result<(), Error> {
         let profile = Profile::from_yaml(text)?;
         py.detach(|| self.bank.reload(profile))?;

@@ -266,7 +266,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         Error::Removed { dependency } => instantiate(
             unknown_dependency(py)?,
             format!(
-                "dependency `{dependency}` was removed from the bank's profile by a reload (or its isolation changed): get it again with bank[{dependency:?}]"
+                "dependency `{dependency}` was removed from the bank's profile by a reload, or started afresh by one (its isolation, trip policy kind, window or table size changed): get it again with bank[{dependency:?}]"
             ),
             &[(intern!(py, "dependency"), s(&dependency))],
         )?,

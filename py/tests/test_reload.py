@@ -75,9 +75,9 @@ def test_c20_a_bad_profile_leaves_the_running_one(clock: bb.ManualClock) -> None
     fail(dep, "acme", 2)
     before = bank.metrics()
     with pytest.raises(bb.ConfigError) as e:
-        bank.reload(profile(pay(trip="{consecutive_failures: 1}"), email(trip="{failure_rate: 0.5, min_calls: 4, window: 10s}")))
+        bank.reload(profile(pay(trip="{consecutive_failures: 1}"), email(trip="{failure_rate: 1.5, min_calls: 4, window: 10s}")))
     assert e.value.problems is not None
-    assert any("email_client" in p and "trip" in p for p in e.value.problems)
+    assert any("email_client" in p and "failure_rate" in p for p in e.value.problems)
     with pytest.raises(bb.ConfigError):
         bank.reload("dependencies: {}\nbogus: 1\n")
     assert bank.metrics() == before
@@ -144,6 +144,25 @@ def test_c20_reload_is_an_event(clock: bb.ManualClock) -> None:
     ]
 
 
+def test_c20_a_trip_kind_change_applies_and_starts_the_dependency_afresh(clock: bb.ManualClock) -> None:
+    bank = bb.Bank.from_yaml(profile(pay(), email(trip="{consecutive_failures: 2}")), clock=clock)
+    old = bank["email_client"]
+    payments = bank["payments_client"]
+    fail(old, None, 1)
+    fail(payments, "acme", 2)
+    bank.reload(profile(pay(), email(trip="{failure_rate: 0.5, min_calls: 4, window: 10s}")))
+    with pytest.raises(bb.UnknownDependency):
+        old.admit()
+    new = bank["email_client"]
+    assert new.state() == "closed"
+    fail(new, None, 3)  # the old policy would have tripped at the second
+    assert new.state() == "closed"
+    fail(new, None, 1)  # four calls, all failed: over the rate
+    assert new.state() == "open"
+    fail(payments, "acme", 1)  # the other dependency kept its count of two
+    assert payments.state("acme") == "open"
+
+
 def test_c20_check_against_is_a_dry_run_of_reload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     running = tmp_path / "running.yaml"
     running.write_text(profile(pay(max_tenants="100"), email()))
@@ -151,13 +170,19 @@ def test_c20_check_against_is_a_dry_run_of_reload(tmp_path: Path, capsys: pytest
     ok.write_text(profile(pay(max_tenants="50", trip="{consecutive_failures: 9}")))
     assert main(["check", str(ok), "--against", str(running)]) == 0
     assert "ok" in capsys.readouterr().out
+    # A new trip kind and a larger table: reload starts the dependency
+    # afresh, so the dry run has nothing to refuse.
+    afresh = tmp_path / "afresh.yaml"
+    afresh.write_text(profile(pay(max_tenants="200"), email(trip="{failure_rate: 0.5, min_calls: 4, window: 10s}")))
+    assert main(["check", str(afresh), "--against", str(running)]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert bb._native.check_profile(afresh.read_text(), running.read_text()) == []
     bad = tmp_path / "bad.yaml"
-    bad.write_text(profile(pay(max_tenants="200"), email(trip="{failure_rate: 0.5, min_calls: 4, window: 10s}")))
-    # Valid on its own, refused as a reload of the running profile.
-    assert main(["check", str(bad)]) == 0
-    capsys.readouterr()
+    bad.write_text(profile(pay(max_tenants="0"), email(trip="{failure_rate: 1.5, min_calls: 4, window: 10s}")))
     assert main(["check", str(bad), "--against", str(running)]) == 1
     out = capsys.readouterr().out
     assert "2 problems" in out
     assert "max_tenants" in out and "email_client" in out
+    assert main(["check", str(ok), "--against", str(bad)]) == 1
+    assert "the running profile" in capsys.readouterr().out
     assert bb._native.check_profile("dependencies: {}\nbogus: 1\n") != []

@@ -28,7 +28,7 @@ mod sweep;
 pub use self::held::HeldPermit;
 pub use self::operate::Inspection;
 pub use self::permit::{Decision, Permit, RawPermit};
-pub(crate) use self::reload::{fast, refusal as reload_refusal, Tuning};
+pub(crate) use self::reload::{fast, Tuning};
 pub use self::sweep::Stuck;
 pub(crate) use self::sweep::Sweeper;
 

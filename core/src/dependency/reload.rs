@@ -27,7 +27,7 @@ pub(crate) mod fast {
     /// Consecutive policy and no `slow_call`: a closed success with no
     /// failures counted is a no-op, decidable with one load.
     pub(crate) const SUCCESS_BY_LOAD: u32 = 1 << 3;
-    /// A reload removed the dependency (or changed its isolation): every
+    /// A reload removed the dependency (or started it afresh): every
     /// fast path is off, and the general path refuses with
     /// `UnknownDependency`.
     pub(crate) const RETIRED: u32 = 1 << 4;
@@ -85,32 +85,18 @@ impl Tuning {
     }
 }
 
-/// Why a dependency whose trip policy is `trip` and whose tenant table
-/// (if any) was built for `capacity` tenants cannot take `new` in place:
-/// a trip policy of another kind or window, or a `max_tenants` above the
-/// table's size, would need new partitions, which would lose their state.
-pub(crate) fn refusal(
-    trip: &TripPolicy,
-    capacity: Option<u32>,
-    new: &DependencyConfig,
-) -> Option<String> {
-    let name = &new.name;
+/// Whether a dependency whose trip policy is `trip` and whose tenant
+/// table (if any) was built for `capacity` tenants can take `new` in
+/// place, keeping its partitions. A trip policy of another kind or
+/// window keeps its counts in another shape, and a `max_tenants` above
+/// the table's size needs a larger table: either needs new partitions,
+/// so a reload starts the dependency afresh, as for a changed isolation.
+pub(crate) fn fits(trip: &TripPolicy, capacity: Option<u32>, new: &DependencyConfig) -> bool {
     let shape = |t: &TripPolicy| match t {
         TripPolicy::ConsecutiveFailures(_) => None,
         TripPolicy::FailureRate { window, .. } => Some(*window),
     };
-    if shape(trip) != shape(&new.trip) {
-        return Some(format!(
-            "dependency `{name}`: a reload cannot change the kind of its `trip` policy or its `window` (each partition's counts are kept in that shape); keep them, or remove the dependency in one reload and add it back in the next"
-        ));
-    }
-    match capacity {
-        Some(c) if new.max_tenants > c => Some(format!(
-            "dependency `{name}`: a reload can set `max_tenants` up to {c}, the size its partition table was built with, not {}",
-            new.max_tenants
-        )),
-        _ => None,
-    }
+    shape(trip) == shape(&new.trip) && capacity.is_none_or(|c| new.max_tenants <= c)
 }
 
 impl DepInner {
@@ -144,19 +130,17 @@ impl Dependency {
         self.inner.fast() & fast::RETIRED != 0
     }
 
-    /// Why `config` cannot replace this dependency's own in place, if it
-    /// cannot (see [`refusal`]): the caller has already matched name and
-    /// isolation.
-    pub(crate) fn reload_refusal(&self, config: &DependencyConfig) -> Option<String> {
+    /// Whether `config` can replace this dependency's own in place (see
+    /// [`fits`]): the caller has already matched name and isolation.
+    pub(crate) fn fits(&self, config: &DependencyConfig) -> bool {
         let capacity = self.inner.table.as_ref().map(Table::capacity);
-        refusal(&self.inner.tuning().config.trip, capacity, config)
+        fits(&self.inner.tuning().config.trip, capacity, config)
     }
 
-    /// Puts `config` in force (C20), checked by
-    /// [`reload_refusal`](Self::reload_refusal): every partition keeps
-    /// its word (state, generation, open-until, probes in flight),
-    /// counters and window; the next decision reads the new values. A
-    /// lower `max_tenants` evicts in C9's order at once.
+    /// Puts `config` in force (C20), when it [`fits`](Self::fits): every
+    /// partition keeps its word (state, generation, open-until, probes
+    /// in flight), counters and window; the next decision reads the new
+    /// values. A lower `max_tenants` evicts in C9's order at once.
     pub(crate) fn retune(&self, config: DependencyConfig) {
         let inner = &*self.inner;
         if let Fallback::Stale { max_staleness } = config.fallback {

@@ -2,7 +2,8 @@
  * C20 at the ABI: bb_bank_reload puts a new profile in force, all or
  * nothing; kept dependencies keep their ids and state, removed ones answer
  * BB_ERR_UNKNOWN_DEPENDENCY while their outstanding permits are still
- * redeemed once, and each reload is announced to the listener.
+ * redeemed once, one that needs new partitions starts afresh under a new
+ * id, and each reload is announced to the listener.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -49,12 +50,20 @@ static void fail_once(const bb_bank *bank, uint32_t dep) {
   CHECK_OK(bb_record(bank, d.permit, BB_OUTCOME_FAILURE));
 }
 
+/* A bank of svc_client (tripping after `n` failures) and email_client,
+ * with one failure of svc_client counted; `*svc` is its id. */
+static bb_bank *one_failure_counted(char *yaml, size_t cap, int n, uint32_t *svc) {
+  profile(yaml, cap, n, 1, NULL);
+  bb_bank *bank = bbt_bank(yaml, true);
+  *svc = bbt_dep(bank, "svc_client");
+  fail_once(bank, *svc);
+  return bank;
+}
+
 static void c20_reload_keeps_state_and_applies_new_thresholds(void) {
   char yaml[2048];
-  profile(yaml, sizeof yaml, 5, 1, NULL);
-  bb_bank *bank = bbt_bank(yaml, true);
-  uint32_t svc = bbt_dep(bank, "svc_client");
-  fail_once(bank, svc);
+  uint32_t svc;
+  bb_bank *bank = one_failure_counted(yaml, sizeof yaml, 5, &svc);
   fail_once(bank, svc);
   bb_decision held = bbt_admit(bank, svc, NULL);
   CHECK(held.admitted);
@@ -72,18 +81,16 @@ static void c20_reload_keeps_state_and_applies_new_thresholds(void) {
 
 static void c20_a_bad_profile_changes_nothing(void) {
   char yaml[2048];
-  profile(yaml, sizeof yaml, 2, 1, NULL);
-  bb_bank *bank = bbt_bank(yaml, true);
-  uint32_t svc = bbt_dep(bank, "svc_client");
-  fail_once(bank, svc);
+  uint32_t svc;
+  bb_bank *bank = one_failure_counted(yaml, sizeof yaml, 2, &svc);
 
   CHECK_STATUS(reload(bank, "dependencies: {}\nbogus: 1\n"), BB_ERR_CONFIG);
   CHECK(strstr(bbt_last_error(), "bogus") != NULL);
   profile(yaml, sizeof yaml, 0, 0,
-          "{failure_rate: 0.5, min_calls: 4, window: 10s}");
+          "{failure_rate: 1.5, min_calls: 4, window: 10s}");
   CHECK_STATUS(reload(bank, yaml), BB_ERR_CONFIG);
   CHECK(strstr(bbt_last_error(), "svc_client") != NULL);
-  CHECK(strstr(bbt_last_error(), "trip") != NULL);
+  CHECK(strstr(bbt_last_error(), "failure_rate") != NULL);
   CHECK_STATUS(bb_bank_reload(bank, NULL, 4), BB_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(bb_bank_reload(NULL, yaml, strlen(yaml)), BB_ERR_INVALID_ARGUMENT);
 
@@ -132,6 +139,27 @@ static void c20_removed_dependency_refuses_and_its_permits_are_redeemed_once(voi
   bb_bank_free(bank);
 }
 
+static void c20_a_trip_kind_change_starts_the_dependency_afresh(void) {
+  char yaml[2048];
+  uint32_t svc;
+  bb_bank *bank = one_failure_counted(yaml, sizeof yaml, 2, &svc);
+  profile(yaml, sizeof yaml, 0, 1,
+          "{failure_rate: 0.5, min_calls: 4, window: 10s}");
+  CHECK_OK(reload(bank, yaml));
+  /* A new id, closed; the old id answers as a removed one's does. */
+  uint32_t fresh = bbt_dep(bank, "svc_client");
+  CHECK(fresh != svc);
+  bb_decision d;
+  CHECK_STATUS(bb_admit(bank, svc, NULL, 0, 0, &d), BB_ERR_UNKNOWN_DEPENDENCY);
+  CHECK(strstr(bbt_last_error(), "afresh") != NULL);
+  /* The failure rate is in force: three failures are under min_calls. */
+  for (int i = 0; i < 3; i++) fail_once(bank, fresh);
+  CHECK(bbt_state(bank, fresh, NULL) == BB_STATE_CLOSED);
+  fail_once(bank, fresh);
+  CHECK(bbt_state(bank, fresh, NULL) == BB_STATE_OPEN);
+  bb_bank_free(bank);
+}
+
 static atomic_int reloads_seen;
 
 static void on_event(void *user_data, const bb_event *e) {
@@ -161,6 +189,7 @@ int main(void) {
   RUN(c20_reload_keeps_state_and_applies_new_thresholds);
   RUN(c20_a_bad_profile_changes_nothing);
   RUN(c20_removed_dependency_refuses_and_its_permits_are_redeemed_once);
+  RUN(c20_a_trip_kind_change_starts_the_dependency_afresh);
   RUN(c20_a_reload_is_an_event);
   return bbt_summary();
 }
