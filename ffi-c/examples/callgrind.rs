@@ -121,7 +121,10 @@ fn main() {
         ffi_admit_record(bank, id, t, &mut d);
     }
     if path == "open_reject" {
-        assert_eq!(bb_admit(bank, id, std::ptr::null(), 0, 0, &mut d), bb_status::BB_OK);
+        assert_eq!(
+            bb_admit(bank, id, std::ptr::null(), 0, 0, &mut d),
+            bb_status::BB_OK
+        );
         let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_FAILURE.into());
         assert_eq!(s, bb_status::BB_OK);
     }
