@@ -21,47 +21,11 @@ use breakerbank_ffi::{
 };
 use std::hint::black_box;
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+use common::{ffi_admit_record, PROFILE};
+
 const TENANTS: usize = 100_000;
-
-const PROFILE: &str = "
-dependencies:
-  email_client:
-    isolation: global
-    trip: {consecutive_failures: 5}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: degraded}
-    recovery_bound: 5m
-  payments_client:
-    isolation: tenant
-    trip: {consecutive_failures: 5}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: error, code: PAYMENT_UNAVAILABLE}
-    recovery_bound: 5m
-    max_tenants: 100000
-  search_client:
-    isolation: global
-    trip: {consecutive_failures: 1}
-    open_duration: 1h
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: stale, max_staleness: 10m}
-    recovery_bound: 2h
-";
-
-fn ffi_admit_record(bank: *const bb_bank, dep: u32, tenant: &str, d: &mut bb_decision) {
-    let ptr = if tenant.is_empty() {
-        std::ptr::null()
-    } else {
-        tenant.as_ptr().cast()
-    };
-    let s = bb_admit(bank, dep, ptr, tenant.len(), 0, d);
-    assert_eq!(s, bb_status::BB_OK);
-    if d.admitted {
-        let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_SUCCESS.into());
-        assert_eq!(s, bb_status::BB_OK);
-    }
-}
 
 /// The Rust core's loop: `N` admits (and records) of `dep` for `tenants`
 /// round-robin (`[""]`: no tenant).

@@ -769,16 +769,7 @@ mod tests {
     use super::*;
     use crate::types::bb_outcome;
 
-    const PROFILE: &str = "
-dependencies:
-  email_client:
-    isolation: global
-    trip: {consecutive_failures: 5}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: degraded}
-    recovery_bound: 5m
-";
+    const PROFILE: &str = include_str!("../benches/common/profile.yaml");
 
     /// C13: a permit with any one field altered (each bit of each field
     /// the check word covers) is refused and redeems nothing; the genuine
