@@ -21,42 +21,19 @@
 //! Run: `cargo bench -p breakerbank-ffi --features bench-internals --bench ffi`
 //! (or `make ffi-bench`).
 
+mod common;
+
 use breakerbank::{Bank, Decision, Outcome};
 use breakerbank_ffi::{
     bb_admit, bb_bank, bb_bank_free, bb_bank_from_yaml, bb_decision, bb_dependency_id, bb_outcome,
     bb_record, bb_status,
 };
+use common::{ffi_admit_record, PROFILE};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Duration;
 
 const TENANTS: usize = 100_000;
-
-const PROFILE: &str = "
-dependencies:
-  email_client:
-    isolation: global
-    trip: {consecutive_failures: 5}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: degraded}
-    recovery_bound: 5m
-  payments_client:
-    isolation: tenant
-    trip: {consecutive_failures: 5}
-    open_duration: 30s
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: error, code: PAYMENT_UNAVAILABLE}
-    recovery_bound: 5m
-    max_tenants: 100000
-  search_client:
-    isolation: global
-    trip: {consecutive_failures: 1}
-    open_duration: 1h
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: stale, max_staleness: 10m}
-    recovery_bound: 2h
-";
 
 struct FfiBank(*mut bb_bank);
 
@@ -184,22 +161,6 @@ fn side_by_side(c: &mut Criterion, group: &str, mut rust: impl FnMut(), mut ffi:
         });
     }
     g.finish();
-}
-
-#[inline(always)]
-fn ffi_admit_record(bank: *const bb_bank, dep: u32, tenant: &str, d: &mut bb_decision) {
-    // A C caller passes (NULL, 0) for "no tenant", as the Rust side passes None.
-    let ptr = if tenant.is_empty() {
-        std::ptr::null()
-    } else {
-        tenant.as_ptr().cast()
-    };
-    let s = bb_admit(bank, dep, ptr, tenant.len(), 0, d);
-    debug_assert_eq!(s, bb_status::BB_OK);
-    if d.admitted {
-        let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_SUCCESS.into());
-        debug_assert_eq!(s, bb_status::BB_OK);
-    }
 }
 
 fn closed_global(c: &mut Criterion) {

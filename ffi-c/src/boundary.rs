@@ -201,6 +201,13 @@ pub(crate) unsafe fn opt_str_arg<'a>(
     // contract `ptr` points to `len` readable bytes unchanged for `'a`; `u8`
     // has alignment 1, so any non-null pointer is aligned.
     let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+    // Tenant ids are short and nearly always ASCII: `is_ascii` checks a
+    // word at a time where `from_utf8`'s general loop, for a string
+    // shorter than its block size, goes a byte at a time.
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8.
+        return Ok(Some(unsafe { std::str::from_utf8_unchecked(bytes) }));
+    }
     match std::str::from_utf8(bytes) {
         Ok(s) => Ok(Some(s)),
         Err(e) => Err(not_utf8(name, e)),
