@@ -36,6 +36,8 @@ mod native {
     #[pymodule_export]
     use crate::dependency::PyDependency;
     #[pymodule_export]
+    use crate::errors::Unavailable;
+    #[pymodule_export]
     use crate::fallback::PyFallback;
 
     /// Every problem of the profile `text` (empty when it is valid), and,
