@@ -5,13 +5,14 @@
 #   make py-develop   build the extension (release) into .venv
 #   make py-test      mypy.stubtest on the stubs, then the pytest suite
 #   make demo         single-tenant fault through the harness: report + demo.png
-#   make py-bench     breakerbank vs pybreaker (pybreaker installed for this only)
+#   make py-bench     breakerbank vs pybreaker, circuitbreaker and aiobreaker (installed
+#                     for this only), side by side in one run
 
 VENV ?= $(CURDIR)/.venv
 PY ?= $(VENV)/bin/python
 PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML prometheus_client \
 	httpx requests
-PY_BENCH_TOOLS ?= pybreaker
+PY_BENCH_TOOLS ?= pybreaker circuitbreaker aiobreaker
 
 .PHONY: py-venv py-develop py-test demo py-bench
 
