@@ -11,7 +11,9 @@ statement of several lines indents its later lines by two spaces
     done
 
 Names available to the statement: f, dep, tdep (tenant-scoped), odep (forced
-open), gdep (`degraded`, forced open: `gdep.call(f, fallback=f)`), breaker,
+open), gdep (`degraded`, forced open: `gdep.call(f, fallback=f)`), g (a
+coroutine function: "try: dep.acall(g).send(None)\n  except StopIteration:
+pass" runs one async call without an event loop), breaker,
 obreaker (open), breakers (100 pybreakers by tenant), bb, pybreaker, E,
 raise_plain, raise_attrs.
 """
@@ -42,6 +44,10 @@ breakers = {f"tenant-{i}": pybreaker.CircuitBreaker(fail_max=5, reset_timeout=36
 
 
 def f() -> int:
+    return 1
+
+
+async def g() -> int:
     return 1
 
 
