@@ -1,18 +1,20 @@
 # Python bindings, harness and demo (issue 6). Included by the root Makefile.
 #
-#   make py-venv      .venv with maturin, pytest, mypy, matplotlib, and httpx and
-#                     requests for the client integrations' tests (from PyPI)
+#   make py-venv      .venv with maturin, pytest, mypy, matplotlib, httpx and
+#                     requests for the client integrations' tests, and pybreaker
+#                     (pinned) whose README the compat module's test runs (from PyPI)
 #   make py-develop   build the extension (release) into .venv
 #   make py-test      mypy.stubtest on the stubs, then the pytest suite
 #   make demo         single-tenant fault through the harness: report + demo.png
-#   make py-bench     breakerbank vs pybreaker (pybreaker installed for this only);
-#                     then what the httpx transport and requests adapter add
+#   make py-bench     breakerbank vs pybreaker, circuitbreaker and aiobreaker (installed
+#                     for this only), side by side in one run; then what the httpx
+#                     transport and the requests adapter add per request
 
 VENV ?= $(CURDIR)/.venv
 PY ?= $(VENV)/bin/python
 PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML prometheus_client \
 	httpx requests "pybreaker==1.4.1"
-PY_BENCH_TOOLS ?= pybreaker
+PY_BENCH_TOOLS ?= circuitbreaker aiobreaker
 
 .PHONY: py-venv py-develop py-test demo py-bench
 

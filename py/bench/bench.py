@@ -1,28 +1,42 @@
-"""breakerbank vs pybreaker, in one run (issue 6).
+"""breakerbank vs the pure-Python breakers, side by side in one run.
 
     make py-bench            # or: .venv/bin/python py/bench/bench.py [--quick]
 
-Cases (per call, median of repeated timeit runs, nanoseconds):
-  closed call       dep.call(f)                 vs breaker.call(f)
-  closed call, tenant dep.call(f, tenant=...)  vs a dict of 100 pybreakers, one per tenant
-  admit + success   d = dep.admit(); d.success() vs `with breaker.calling(): pass`
-  open rejection    dep.call(f) raising DependencyUnavailable, caught
-                    vs breaker.call(f) raising CircuitBreakerError, caught
-  2 threads         total calls/s of 2 threads on one breaker vs 1 thread
-The baseline `f()` is the cost of the call itself.
+Peers: pybreaker, circuitbreaker (the fastest pure-Python breaker on PyPI;
+its breakers are used as decorators, the form that checks the state) and
+aiobreaker (asyncio only). Cases (per call, median of repeated runs, ns):
+  closed call          dep.call(f)                  breaker.call(f), cb_f()
+  closed call, tenant  dep.call(f, tenant=...)      a dict of 100 breakers, one per tenant
+  with admit           with dep.admit(): pass       with breaker.calling(): pass
+                       (circuitbreaker's `with` never checks the state, only
+                       its decorator does: not the same work, left out)
+  open rejection       dep.call(f) raising DependencyUnavailable, caught, vs each
+                       peer's CircuitBreakerError, caught
+  open, fallback       dep.call(f, fallback=f) on a `degraded` dependency vs
+                       circuitbreaker's fallback_function
+  async closed / open  await dep.acall(g) vs circuitbreaker's async decorator
+                       and aiobreaker's call_async
+  1 / 2 threads        total calls/s of threads calling one breaker
+The baseline `f()` is the cost of the call itself; "x best peer" is the
+fastest peer's time over breakerbank's (for calls/s, ours over theirs).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import platform
 import statistics
 import sys
 import threading
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from importlib.metadata import version
 
+import aiobreaker
+import circuitbreaker
 import pybreaker
 
 import breakerbank as bb
@@ -43,11 +57,25 @@ dependencies:
     half_open: {probe_budget: 1, success_threshold: 1}
     fallback: {kind: error, code: TENANT_UNAVAILABLE}
     recovery_bound: 2h
+  degraded_client:
+    isolation: global
+    trip: {consecutive_failures: 5}
+    open_duration: 1h
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: degraded}
+    recovery_bound: 2h
 """
-
 
 def f() -> int:
     return 1
+
+
+async def g() -> int:
+    return 1
+
+
+def boom() -> None:
+    raise RuntimeError("down")
 
 
 # Per-call cases are timed on the benchmarking thread's CPU clock: on a
@@ -98,6 +126,35 @@ def threads_calls_per_s(call: Callable[[Callable[[], int]], object], threads: in
     return statistics.median(one_run() for _ in range(repeat))
 
 
+def async_ns(body: Callable[[], Awaitable[None]], number: int, repeat: int) -> float:
+    """Like loop_ns, for a coroutine making `number` awaits in one event loop."""
+
+    async def run() -> float:
+        t0 = TIMER()
+        await body()
+        return TIMER() - t0
+
+    return statistics.median(asyncio.run(run()) for _ in range(repeat)) / number * 1e9
+
+
+def cb_breaker(**kw: object) -> circuitbreaker.CircuitBreaker:
+    return circuitbreaker.CircuitBreaker(failure_threshold=5, recovery_timeout=3600, **kw)
+
+
+def cb_open(breaker: circuitbreaker.CircuitBreaker) -> None:
+    failing = breaker(boom)
+    for _ in range(5):
+        try:
+            failing()
+        except RuntimeError:
+            pass
+    assert breaker.opened
+
+
+Row = tuple[str, float | None, float | None, float | None, float | None, str]
+PEERS = ("pybreaker", "circuitbreaker", "aiobreaker")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -106,106 +163,170 @@ def main() -> int:
     global TIMER
     if args.wall:
         TIMER = time.perf_counter
-    number, repeat = (20_000, 5) if args.quick else (200_000, 15)
+    number, repeat = (20_000, 5) if args.quick else (200_000, 11)
     per_thread = 20_000 if args.quick else 200_000
+    n_loop = number // 4
 
     bank = bb.Bank.from_yaml(PROFILE)
     dep = bank["payments_client"]
     tdep = bank["tenant_client"]
     tdep.call(f, tenant="tenant-7")
     breaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
-
-    rows: list[tuple[str, float | None, float | None, str]] = []
     breakers = {f"tenant-{i}": pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600) for i in range(100)}
-    env: dict[str, object] = {"f": f, "dep": dep, "tdep": tdep, "breaker": breaker, "breakers": breakers}
-    base = per_call_ns("f()", env, number, repeat)
-    rows.append(("baseline f()", base, base, "ns"))
-    rows.append((
-        "closed call",
-        per_call_ns("dep.call(f)", env, number, repeat),
-        per_call_ns("breaker.call(f)", env, number, repeat),
-        "ns",
-    ))
+    cb = cb_breaker()
+    cb_f = cb(f)
+    cb_fs = {f"tenant-{i}": cb_breaker()(f) for i in range(100)}
+    env: dict[str, object] = {
+        "f": f, "dep": dep, "tdep": tdep, "breaker": breaker, "breakers": breakers, "cb_f": cb_f,
+        "cb_fs": cb_fs,
+    }
+
+    def ns(stmt: str | None) -> float | None:
+        return None if stmt is None else per_call_ns(stmt, env, number, repeat)
+
+    rows: list[Row] = []
+    base = ns("f()")
+    rows.append(("baseline f()", base, base, base, None, "ns"))
+    rows.append(("closed call", ns("dep.call(f)"), ns("breaker.call(f)"), ns("cb_f()"), None, "ns"))
     rows.append((
         "closed call, tenant",
-        per_call_ns("tdep.call(f, tenant='tenant-7')", env, number, repeat),
-        per_call_ns("breakers['tenant-7'].call(f)", env, number, repeat),
-        "ns",
-    ))
-    rows.append((
-        "closed call_with, tenant",
-        per_call_ns("tdep.call_with(f, tenant='tenant-7')", env, number, repeat),
+        ns("tdep.call(f, tenant='tenant-7')"),
+        ns("breakers['tenant-7'].call(f)"),
+        ns("cb_fs['tenant-7']()"),
         None,
         "ns",
     ))
+    rows.append(("closed call_with, tenant", ns("tdep.call_with(f, tenant='tenant-7')"), None, None, None, "ns"))
     rows.append((
-        "admit + success",
-        per_call_ns("dep.admit().success()", env, number, repeat),
-        per_call_ns("with breaker.calling(): pass", env, number, repeat),
+        "with admit(): pass",
+        ns("with dep.admit(): pass"),
+        ns("with breaker.calling(): pass"),
+        None,
+        None,
         "ns",
     ))
+    rows.append(("admit().success()", ns("dep.admit().success()"), None, None, None, "ns"))
 
     # Open: every call is rejected with the library's exception.
     odep = bb.Bank.from_yaml(PROFILE)["payments_client"]
     odep.force_open()
     obreaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
     obreaker.open()
-    n_open = number // 4
+    ocb = cb_breaker()
+    cb_open(ocb)
+    ocb_f = ocb(f)
 
-    def bb_open() -> None:
-        for _ in range(n_open):
-            try:
-                odep.call(f)
-            except bb.DependencyUnavailable:
-                pass
+    def rejected(call: Callable[[], object], exc: type[BaseException]) -> Callable[[], None]:
+        def body() -> None:
+            for _ in range(n_loop):
+                try:
+                    call()
+                except exc:
+                    pass
 
-    def pb_open() -> None:
-        for _ in range(n_open):
-            try:
-                obreaker.call(f)
-            except pybreaker.CircuitBreakerError:
-                pass
+        return body
 
-    def empty_try() -> None:
-        for _ in range(n_open):
-            try:
-                f()
-            except ValueError:
-                pass
+    loop_base = loop_ns(rejected(f, ValueError), n_loop, repeat)
 
-    loop_base = loop_ns(empty_try, n_open, repeat)
+    def open_ns(call: Callable[[], object], exc: type[BaseException]) -> float:
+        return loop_ns(rejected(call, exc), n_loop, repeat) - loop_base
+
     rows.append((
         "open rejection (+exception)",
-        loop_ns(bb_open, n_open, repeat) - loop_base,
-        loop_ns(pb_open, n_open, repeat) - loop_base,
+        open_ns(lambda: odep.call(f), bb.DependencyUnavailable),
+        open_ns(lambda: obreaker.call(f), pybreaker.CircuitBreakerError),
+        open_ns(ocb_f, circuitbreaker.CircuitBreakerError),
+        None,
+        "ns",
+    ))
+    gdep = bb.Bank.from_yaml(PROFILE)["degraded_client"]
+    gdep.force_open()
+    gcb = cb_breaker(fallback_function=f)
+    cb_open(gcb)
+    env.update(gdep=gdep, gcb_f=gcb(f))
+    rows.append(("open, fallback= callable", ns("gdep.call(f, fallback=f)"), None, ns("gcb_f()"), None, "ns"))
+
+    # asyncio: `number // 4` awaits in one event loop, minus the loop awaiting g() alone.
+    abreaker = aiobreaker.CircuitBreaker(fail_max=5, timeout_duration=timedelta(hours=1))
+    acb_g = cb_breaker()(g)
+
+    def awaits(call: Callable[[], Awaitable[object]], exc: type[BaseException] = ValueError) -> float:
+        async def body() -> None:
+            for _ in range(n_loop):
+                try:
+                    await call()
+                except exc:
+                    pass
+
+        return async_ns(body, n_loop, repeat)
+
+    abase = awaits(g)
+    rows.append(("async baseline await g()", abase, None, abase, abase, "ns"))
+    rows.append((
+        "async closed call",
+        awaits(lambda: dep.acall(g)) - abase,
+        None,
+        awaits(acb_g) - abase,
+        awaits(lambda: abreaker.call_async(g)) - abase,
+        "ns",
+    ))
+    oabreaker = aiobreaker.CircuitBreaker(fail_max=5, timeout_duration=timedelta(hours=1))
+    oabreaker.open()
+    oacb = cb_breaker()
+    cb_open(oacb)
+    oacb_g = oacb(g)
+    rows.append((
+        "async open rejection (+exc.)",
+        awaits(lambda: odep.acall(g), bb.DependencyUnavailable) - abase,
+        None,
+        awaits(oacb_g, circuitbreaker.CircuitBreakerError) - abase,
+        awaits(lambda: oabreaker.call_async(g), aiobreaker.CircuitBreakerError) - abase,
         "ns",
     ))
 
-    tbank = bb.Bank.from_yaml(PROFILE)["payments_client"]
-    tbreaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
-    bb1 = threads_calls_per_s(tbank.call, 1, per_thread, 5)
-    bb2 = threads_calls_per_s(tbank.call, 2, per_thread // 2, 5)
-    pb1 = threads_calls_per_s(tbreaker.call, 1, per_thread, 5)
-    pb2 = threads_calls_per_s(tbreaker.call, 2, per_thread // 2, 5)
-    rows.append(("1 thread, calls/s", bb1, pb1, "/s"))
-    rows.append(("2 threads, calls/s total", bb2, pb2, "/s"))
+    # Threads: calls on one breaker each.
+    tdep1 = bb.Bank.from_yaml(PROFILE)["payments_client"]
+    tpb = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
+    tcb = cb_breaker()
+    tcb_call = tcb.decorate
 
+    def cb_call(fn: Callable[[], int], _w: dict[object, Callable[[], int]] = {}) -> int:  # noqa: B006
+        w = _w.get(fn)
+        if w is None:
+            w = _w[fn] = tcb_call(fn)
+        return w()
+
+    results: dict[str, tuple[float, float]] = {}
+    for name, call in (("breakerbank", tdep1.call), ("pybreaker", tpb.call), ("circuitbreaker", cb_call)):
+        one = threads_calls_per_s(call, 1, per_thread, 5)
+        two = threads_calls_per_s(call, 2, per_thread // 2, 5)
+        results[name] = (one, two)
+    for i, label in enumerate(("1 thread, calls/s", "2 threads, calls/s total")):
+        rows.append((label, results["breakerbank"][i], results["pybreaker"][i], results["circuitbreaker"][i],
+                     None, "/s"))
+
+    versions = ", ".join(f"{p} {version(p)}" for p in PEERS)
     print(f"python {platform.python_version()} ({sys.implementation.name}), "
-          f"breakerbank {bb.__version__}, pybreaker {getattr(pybreaker, '__version__', '1.x')}, "
+          f"breakerbank {bb.__version__}, {versions}, "
           f"{'quick' if args.quick else 'full'} run: median of {repeat} runs, per-call cases on "
           f"{'wall' if args.wall else 'thread CPU'} time, threads on wall time")
-    print(f"{'case':30} {'breakerbank':>14} {'pybreaker':>14} {'ratio':>7}")
-    for name, ours, theirs, unit in rows:
-        def fmt(v: float | None) -> str:
-            if v is None:
-                return "-"
-            return f"{v:,.0f} ns" if unit == "ns" else f"{v / 1e6:,.2f} M/s"
+    print(f"{'case':30} {'breakerbank':>12} {'pybreaker':>12} {'circuitbreaker':>14} {'aiobreaker':>12} "
+          f"{'x best peer':>11}")
 
+    def fmt(v: float | None, unit: str) -> str:
+        if v is None:
+            return "-"
+        return f"{v:,.0f} ns" if unit == "ns" else f"{v / 1e6:,.2f} M/s"
+
+    for name, ours, *theirs, unit in rows:
+        peers = [t for t in theirs if t]
         ratio = ""
-        if ours and theirs and name != "baseline f()":
-            ratio = f"{theirs / ours:.1f}x" if unit == "ns" else f"{ours / theirs:.1f}x"
-        print(f"{name:30} {fmt(ours):>14} {fmt(theirs):>14} {ratio:>7}")
-    print(f"2 threads / 1 thread: breakerbank {bb2 / bb1:.2f}, pybreaker {pb2 / pb1:.2f}")
+        if ours and peers and "baseline" not in name:
+            ratio = f"{min(peers) / ours:.1f}x" if unit == "ns" else f"{ours / max(peers):.1f}x"
+        cells = [fmt(v, unit) for v in (ours, *theirs)]
+        print(f"{name:30} {cells[0]:>12} {cells[1]:>12} {cells[2]:>14} {cells[3]:>12} {ratio:>11}")
+    for name, (one, two) in results.items():
+        print(f"2 threads / 1 thread: {name} {two / one:.2f}")
     return 0
 
 

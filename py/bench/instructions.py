@@ -1,7 +1,9 @@
 """Instructions per call of one statement, for figures a loaded machine cannot move.
 
 Run it under callgrind twice, with 0 and N iterations; the difference over N
-is the cost of one iteration (loop included: `pass` alone is ~154):
+is the cost of one iteration (loop included: `pass` alone is ~154); a
+statement of several lines indents its later lines by two spaces
+("try: odep.call(f)\n  except E: pass"):
 
     for n in 0 20000; do
       valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
@@ -9,8 +11,11 @@ is the cost of one iteration (loop included: `pass` alone is ~154):
     done
 
 Names available to the statement: f, dep, tdep (tenant-scoped), odep (forced
-open), breaker, obreaker (open), breakers (100 pybreakers by tenant), bb,
-pybreaker, E, raise_plain, raise_attrs.
+open), gdep (`degraded`, forced open: `gdep.call(f, fallback=f)`), g (a
+coroutine function: "try: dep.acall(g).send(None)\n  except StopIteration:
+pass" runs one async call without an event loop), breaker,
+obreaker (open), breakers (100 pybreakers by tenant), bb, pybreaker, E,
+raise_plain, raise_attrs.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ dep = bank["payments_client"]
 tdep = bank["tenant_client"]
 odep = bb.Bank.from_yaml(PROFILE)["payments_client"]
 odep.force_open()
+gdep = bb.Bank.from_yaml(PROFILE)["degraded_client"]
+gdep.force_open()
 breaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
 obreaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
 obreaker.open()
@@ -37,6 +44,10 @@ breakers = {f"tenant-{i}": pybreaker.CircuitBreaker(fail_max=5, reset_timeout=36
 
 
 def f() -> int:
+    return 1
+
+
+async def g() -> int:
     return 1
 
 

@@ -83,6 +83,47 @@ fn opt_seconds(v: Bound<'_, PyAny>, what: &str) -> Result<Option<f64>, Error> {
     })
 }
 
+/// The names of `call`'s own keywords, in the order of [`checked_options`].
+fn option_names(py: Python<'_>) -> [&Bound<'_, PyString>; 5] {
+    [
+        intern!(py, "tenant"),
+        intern!(py, "deadline"),
+        intern!(py, "fallback"),
+        intern!(py, "cache_key"),
+        intern!(py, "classify"),
+    ]
+}
+
+/// Which of `names` the keyword `key` is: keyword names are interned, so a
+/// pointer compare usually finds ours; a name built at run time is
+/// compared by value.
+fn option_index(names: &[&Bound<'_, PyString>; 5], key: &Bound<'_, PyAny>) -> Option<usize> {
+    names
+        .iter()
+        .position(|n| key.is(n))
+        .or_else(|| names.iter().position(|n| key.eq(n).unwrap_or(false)))
+}
+
+/// `call`'s keywords, found in the order of [`option_names`], checked.
+fn checked_options<'py>(found: [Option<Bound<'py, PyAny>>; 5]) -> PyResult<CallOptions<'py>> {
+    let mut opts = CallOptions::default();
+    let [tenant, deadline, fallback, cache_key, classify] = found;
+    if let Some(v) = tenant {
+        opts.tenant = opt_str(v, "tenant")?;
+    }
+    if let Some(v) = deadline {
+        opts.deadline = opt_seconds(v, "deadline")?;
+    }
+    if let Some(v) = fallback {
+        opts.fallback = opt_callable(v, "fallback")?;
+    }
+    if let Some(v) = cache_key {
+        opts.cache_key = opt_str(v, "cache_key")?;
+    }
+    opts.classify = outcome::per_call(classify)?;
+    Ok(opts)
+}
+
 /// Splits `call(fn, *args, tenant=…, deadline=…, fallback=…, cache_key=…,
 /// classify=…, **kwargs)` received as `(*args, **kwargs)`.
 #[allow(clippy::type_complexity)]
@@ -112,24 +153,12 @@ fn split<'py>(
     let Some(kwargs) = kwargs else {
         return Ok((f, rest, None, opts));
     };
-    let names = [
-        intern!(py, "tenant"),
-        intern!(py, "deadline"),
-        intern!(py, "fallback"),
-        intern!(py, "cache_key"),
-        intern!(py, "classify"),
-    ];
+    let names = option_names(py);
     let mut found: [Option<Bound<'py, PyAny>>; 5] = [None, None, None, None, None];
     let mut n_found = 0;
-    // One walk of the (small) dict rather than a lookup per name: keyword
-    // names are interned, so a pointer compare usually finds ours; a name
-    // built at run time is compared by value.
+    // One walk of the (small) dict rather than a lookup per name.
     for (key, value) in kwargs.iter() {
-        let at = match names.iter().position(|n| key.is(n)) {
-            Some(i) => Some(i),
-            None => names.iter().position(|n| key.eq(n).unwrap_or(false)),
-        };
-        if let Some(i) = at {
+        if let Some(i) = option_index(&names, &key) {
             found[i] = Some(value);
             n_found += 1;
         }
@@ -142,26 +171,13 @@ fn split<'py>(
         };
         return Ok((f, rest, kw, opts));
     }
-    let [tenant, deadline, fallback, cache_key, classify] = found;
-    if let Some(v) = tenant {
-        opts.tenant = opt_str(v, "tenant")?;
-    }
-    if let Some(v) = deadline {
-        opts.deadline = opt_seconds(v, "deadline")?;
-    }
-    if let Some(v) = fallback {
-        opts.fallback = opt_callable(v, "fallback")?;
-    }
-    if let Some(v) = cache_key {
-        opts.cache_key = opt_str(v, "cache_key")?;
-    }
-    opts.classify = outcome::per_call(classify)?;
+    opts = checked_options(found)?;
     // The rest goes to the callable; never mutate the caller's dict.
     let kw = if kwargs.len() == n_found {
         None
     } else {
         let kw = kwargs.copy()?;
-        for name in names {
+        for name in option_names(py) {
             if kw.contains(name)? {
                 kw.del_item(name)?;
             }
@@ -377,39 +393,6 @@ impl PyDependency {
         Ok(())
     }
 
-    /// Calls `fn(*args, **kwargs)` through the breaker: admitted → the call
-    /// runs and its outcome is recorded (its exception propagates); not
-    /// admitted → the declared fallback (stale value, `fallback(*args,
-    /// **kwargs)`, or DependencyUnavailable); expired deadline →
-    /// DeadlineExpired.
-    #[pyo3(
-        signature = (*args, **kwargs),
-        text_signature = "($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)"
-    )]
-    fn call<'py>(
-        &self,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        // No `py` argument: with exactly `(*args, **kwargs)` pyo3 hands the
-        // tuple and dict over as they are, without copying them.
-        let py = args.py();
-        let (f, rest, kw, o) = split(py, "call", args, kwargs)?;
-        let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
-        let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
-        self.run(
-            py,
-            &f,
-            &rest,
-            kw.as_ref(),
-            tenant,
-            o.deadline,
-            o.fallback.as_ref(),
-            cache_key,
-            o.classify.as_ref(),
-        )
-    }
-
     /// `call` with the callable's arguments passed explicitly, so they never
     /// clash with `call`'s own keywords.
     #[pyo3(signature = (fn_, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None))]
@@ -598,3 +581,158 @@ impl PyDependency {
         )
     }
 }
+
+/// `Dependency.call` as a vectorcall method (`METH_FASTCALL |
+/// METH_KEYWORDS`), installed on the class when the module loads: the
+/// arguments arrive as an array and the keyword names as a tuple, so a
+/// call with `tenant=` builds no dict, and pyo3's `(*args, **kwargs)`
+/// methods would have the interpreter build both. Only keywords that go
+/// on to the callable are put in a dict.
+mod vectorcall {
+    use super::*;
+    use pyo3::exceptions::PyRuntimeError;
+    use pyo3::ffi;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    /// The method's definition; CPython keeps a pointer to it.
+    struct Def(ffi::PyMethodDef);
+
+    // SAFETY: the definition is never written after construction, and its
+    // pointers are to static strings and a function.
+    unsafe impl Sync for Def {}
+
+    static DEF: Def = Def(ffi::PyMethodDef {
+        ml_name: c"call".as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: call,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: c"call($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
+--
+
+Calls `fn(*args, **kwargs)` through the breaker: admitted -> the call
+runs and its outcome is recorded (its exception propagates); not
+admitted -> the declared fallback (stale value, `fallback(*args,
+**kwargs)`, or DependencyUnavailable); expired deadline ->
+DeadlineExpired."
+            .as_ptr(),
+    });
+
+    /// Puts `call` on the `Dependency` class.
+    pub fn install(py: Python<'_>) -> PyResult<()> {
+        let ty = py.get_type::<PyDependency>();
+        // SAFETY: `ty` is a live type object and `DEF` lives for the whole
+        // program; CPython only reads the definition (the cast to `*mut`
+        // is its signature's, not a write).
+        let descr = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyDescr_NewMethod(ty.as_type_ptr(), std::ptr::addr_of!(DEF.0).cast_mut()),
+            )?
+        };
+        ty.setattr(intern!(py, "call"), descr)
+    }
+
+    unsafe extern "C" fn call(
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject {
+        // CPython calls a method with the interpreter attached: `attach`
+        // only records that for pyo3.
+        Python::attach(|py| {
+            // SAFETY: the arguments are CPython's, as `body` requires.
+            let result = catch_unwind(AssertUnwindSafe(|| unsafe {
+                body(py, slf, args, nargs, kwnames)
+            }));
+            match result {
+                Ok(Ok(value)) => value.into_ptr(),
+                Ok(Err(err)) => {
+                    err.restore(py);
+                    std::ptr::null_mut()
+                }
+                // No panic crosses into the interpreter.
+                Err(_) => {
+                    PyRuntimeError::new_err("breakerbank: Dependency.call panicked").restore(py);
+                    std::ptr::null_mut()
+                }
+            }
+        })
+    }
+
+    /// # Safety
+    /// As CPython calls a `METH_FASTCALL | METH_KEYWORDS` method: `slf` the
+    /// instance, `args` `nargs` positional values followed by one value per
+    /// name of `kwnames` (a tuple of str, or null), all borrowed.
+    unsafe fn body<'py>(
+        py: Python<'py>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: CPython passes the instance, borrowed.
+        let slf = unsafe { Bound::from_borrowed_ptr(py, slf) };
+        let this = slf.cast::<PyDependency>()?.get();
+        let names = if kwnames.is_null() {
+            None
+        } else {
+            // SAFETY: a non-null `kwnames` is a tuple, borrowed.
+            Some(unsafe { Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>() })
+        };
+        let nargs = usize::try_from(nargs).unwrap_or(0);
+        let nkw = names.as_ref().map_or(0, |n| n.len());
+        let values: &[*mut ffi::PyObject] = if nargs + nkw == 0 {
+            &[]
+        } else {
+            // SAFETY: CPython passes `nargs` positional values, then one
+            // per keyword name, contiguous and alive for the call.
+            unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
+        };
+        // SAFETY: each value is a live object, borrowed for the call.
+        let arg = |p: *mut ffi::PyObject| unsafe { Bound::from_borrowed_ptr(py, p) };
+        let Some(&first) = values[..nargs].first() else {
+            return Err(Error::Type(
+                "Dependency.call() needs the callable as its first argument".to_owned(),
+            )
+            .into());
+        };
+        let f = arg(first);
+        let rest = if nargs == 1 {
+            PyTuple::empty(py)
+        } else {
+            PyTuple::new(py, values[1..nargs].iter().map(|&p| arg(p)))?
+        };
+        let mut found: [Option<Bound<'py, PyAny>>; 5] = [None, None, None, None, None];
+        let mut extra: Option<Bound<'py, PyDict>> = None;
+        if let Some(names) = &names {
+            let ours = option_names(py);
+            for (i, &value) in values[nargs..].iter().enumerate() {
+                let key = names.get_item(i)?;
+                match option_index(&ours, &key) {
+                    Some(j) => found[j] = Some(arg(value)),
+                    None => extra
+                        .get_or_insert_with(|| PyDict::new(py))
+                        .set_item(key, arg(value))?,
+                }
+            }
+        }
+        let o = checked_options(found)?;
+        let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
+        let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
+        this.run(
+            py,
+            &f,
+            &rest,
+            extra.as_ref(),
+            tenant,
+            o.deadline,
+            o.fallback.as_ref(),
+            cache_key,
+            o.classify.as_ref(),
+        )
+    }
+}
+
+pub use vectorcall::install as install_call;

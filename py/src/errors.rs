@@ -10,7 +10,9 @@
 
 use breakerbank::{AdmitError, ConfigError, DependencyUnavailable};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyBaseException, PyException, PyKeyError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -31,6 +33,9 @@ struct Subclass {
     doc: &'static str,
     /// Attributes set to `None` on the class, overwritten per instance.
     attrs: &'static [&'static str],
+    /// Whether instances carry an [`Unavailable`] read through [`Field`]s
+    /// (`DependencyUnavailable`) rather than their attributes set.
+    lazy: bool,
 }
 
 impl Subclass {
@@ -40,7 +45,13 @@ impl Subclass {
             name,
             doc,
             attrs,
+            lazy: false,
         }
+    }
+
+    const fn lazy(mut self) -> Self {
+        self.lazy = true;
+        self
     }
 
     fn get<'py>(
@@ -58,6 +69,11 @@ impl Subclass {
             ns.set_item("__doc__", self.doc)?;
             for attr in self.attrs {
                 ns.set_item(*attr, py.None())?;
+            }
+            if self.lazy {
+                for (name, kind) in Field::ALL {
+                    ns.set_item(name, Field(kind))?;
+                }
             }
             let ty = py
                 .get_type::<PyType>()
@@ -97,7 +113,8 @@ static DEPENDENCY_UNAVAILABLE: Subclass = Subclass::new(
      Carries `.dependency`, `.partition`, `.code` (the declared error code or None) and \
      `.retry_after` (seconds until the breaker next admits a probe, or None).",
     &["dependency", "partition", "code", "retry_after"],
-);
+)
+.lazy();
 static DEADLINE_EXPIRED: Subclass = Subclass::new(
     "DeadlineExpired",
     "The call's deadline had already expired at admission (C10): nothing was called and \
@@ -229,7 +246,6 @@ fn instantiate<'py>(
 
 fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
     let s = |v: &str| PyString::new(py, v).into_any();
-    let opt_s = |v: Option<&str>| v.map_or_else(|| py.None().into_bound(py), s);
     Ok(match e {
         Error::Config(e) => {
             let problems = PyList::new(py, e.problems())?.into_any();
@@ -275,19 +291,11 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             format!("dependency `{dependency}`: {error}"),
             &[(intern!(py, "dependency"), s(&dependency))],
         )?,
-        Error::Unavailable(u) => {
-            let retry_after = match u.retry_after {
-                Some(d) => PyFloat::new(py, secs(d)).into_any(),
-                None => py.None().into_bound(py),
-            };
-            let attrs = [
-                (intern!(py, "dependency"), s(&u.dependency)),
-                (intern!(py, "partition"), s(&u.partition)),
-                (intern!(py, "code"), opt_s(u.code.as_deref())),
-                (intern!(py, "retry_after"), retry_after),
-            ];
-            instantiate(dependency_unavailable(py)?, u.to_string(), &attrs)?
-        }
+        // The rejection path: one object for what the core said, no
+        // message and no attribute made until read (see `Field`).
+        Error::Unavailable(u) => PyErr::from_value(
+            dependency_unavailable(py)?.call1((Bound::new(py, Unavailable(u))?,))?,
+        ),
         Error::DeadlineExpired {
             dependency,
             partition,
@@ -329,5 +337,181 @@ impl From<Error> for PyErr {
     fn from(e: Error) -> PyErr {
         // Building the exception can itself fail (e.g. MemoryError): raise that.
         Python::attach(|py| to_py(py, e).unwrap_or_else(|err| err))
+    }
+}
+
+/// What a `DependencyUnavailable` carries, as the core gave it: its only
+/// argument, from which the message (`str`, `repr`) and the attributes are
+/// made when read, so a rejection formats nothing.
+#[pyclass(frozen, module = "breakerbank._native", name = "_Unavailable")]
+#[derive(Debug)]
+pub struct Unavailable(DependencyUnavailable);
+
+#[pymethods]
+impl Unavailable {
+    /// For pickling (`__reduce__`): the four attributes.
+    #[new]
+    #[pyo3(signature = (dependency, partition, code, retry_after))]
+    fn new(
+        dependency: String,
+        partition: String,
+        code: Option<String>,
+        retry_after: Option<f64>,
+    ) -> PyResult<Self> {
+        let retry_after = retry_after
+            .map(Duration::try_from_secs_f64)
+            .transpose()
+            .map_err(|e| PyValueError::new_err(format!("retry_after: {e}")))?;
+        Ok(Self(DependencyUnavailable {
+            dependency,
+            partition,
+            code,
+            retry_after,
+        }))
+    }
+
+    fn __str__(&self) -> String {
+        self.0.to_string()
+    }
+
+    fn __repr__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
+        PyString::new(py, &self.0.to_string()).repr()
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> (
+        Bound<'py, PyType>,
+        (String, String, Option<String>, Option<f64>),
+    ) {
+        let u = &slf.get().0;
+        (
+            slf.get_type(),
+            (
+                u.dependency.clone(),
+                u.partition.clone(),
+                u.code.clone(),
+                u.retry_after.map(secs),
+            ),
+        )
+    }
+}
+
+/// Which attribute a [`Field`] reads.
+#[derive(Clone, Copy, Debug)]
+enum FieldKind {
+    /// `args`: `(message,)`, as any exception built from its message.
+    Args,
+    Dependency,
+    Partition,
+    Code,
+    RetryAfter,
+}
+
+/// A descriptor on `DependencyUnavailable` reading one attribute from the
+/// [`Unavailable`] an instance carries. A value assigned to the attribute
+/// is kept in the instance's `__dict__` and read back from there; an
+/// instance built from a plain message reads `None`, as the class default.
+#[pyclass(frozen, module = "breakerbank._native", name = "_UnavailableField")]
+#[derive(Debug)]
+struct Field(FieldKind);
+
+static BASE_ARGS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `BaseException.args`, the descriptor of the stored arguments.
+fn base_args(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    BASE_ARGS
+        .get_or_try_init(py, || {
+            py.get_type::<PyBaseException>()
+                .getattr(intern!(py, "args"))
+                .map(Bound::unbind)
+        })
+        .map(|d| d.bind(py))
+}
+
+impl Field {
+    const ALL: [(&'static str, FieldKind); 5] = [
+        ("args", FieldKind::Args),
+        ("dependency", FieldKind::Dependency),
+        ("partition", FieldKind::Partition),
+        ("code", FieldKind::Code),
+        ("retry_after", FieldKind::RetryAfter),
+    ];
+
+    fn name(&self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, k)| std::mem::discriminant(k) == std::mem::discriminant(&self.0))
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+#[pymethods]
+impl Field {
+    fn __get__<'py>(
+        &self,
+        py: Python<'py>,
+        obj: Option<Bound<'py, PyAny>>,
+        owner: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = owner;
+        let base = base_args(py)?;
+        let Some(obj) = obj.filter(|o| !o.is_none()) else {
+            // On the class: what it showed before (`None`, or BaseException's).
+            return Ok(match self.0 {
+                FieldKind::Args => base.clone(),
+                _ => py.None().into_bound(py),
+            });
+        };
+        let raw = base.call_method1(intern!(py, "__get__"), (&obj,))?;
+        let info = raw
+            .cast::<PyTuple>()
+            .ok()
+            .filter(|t| t.len() == 1)
+            .and_then(|t| t.get_item(0).ok())
+            .and_then(|i| i.cast_into::<Unavailable>().ok());
+        if let FieldKind::Args = self.0 {
+            return match info {
+                Some(i) => Ok(PyTuple::new(py, [i.str()?])?.into_any()),
+                None => Ok(raw),
+            };
+        }
+        if let Ok(dict) = obj.getattr(intern!(py, "__dict__")) {
+            if let Some(v) = dict.cast::<PyDict>()?.get_item(self.name())? {
+                return Ok(v);
+            }
+        }
+        let Some(info) = info else {
+            return Ok(py.None().into_bound(py));
+        };
+        let u = &info.get().0;
+        let s = |v: &str| PyString::new(py, v).into_any();
+        Ok(match self.0 {
+            FieldKind::Dependency => s(&u.dependency),
+            FieldKind::Partition => s(&u.partition),
+            FieldKind::Code => u
+                .code
+                .as_deref()
+                .map_or_else(|| py.None().into_bound(py), s),
+            FieldKind::RetryAfter => match u.retry_after {
+                Some(d) => PyFloat::new(py, secs(d)).into_any(),
+                None => py.None().into_bound(py),
+            },
+            FieldKind::Args => unreachable!("handled above"),
+        })
+    }
+
+    fn __set__(&self, obj: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = obj.py();
+        match self.0 {
+            FieldKind::Args => {
+                base_args(py)?.call_method1(intern!(py, "__set__"), (obj, value))?;
+            }
+            _ => obj
+                .getattr(intern!(py, "__dict__"))?
+                .set_item(self.name(), value)?,
+        }
+        Ok(())
     }
 }

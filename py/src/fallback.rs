@@ -107,11 +107,18 @@ pub fn serve<'py>(
         return Err(deadline_expired(dep, tenant).into());
     }
     let mut raised: Option<PyErr> = None;
+    // The degraded behaviour's result stays here; the core hands back a
+    // marker for it.
+    let mut degraded_value: Option<Bound<'py, PyAny>> = None;
     let degraded = fallback.map(|f| {
         let raised = &mut raised;
+        let value = &mut degraded_value;
         move || -> Option<Cached> {
             match f.call(args, kwargs) {
-                Ok(v) => Some(Cached::fresh(v.unbind())),
+                Ok(v) => {
+                    *value = Some(v);
+                    Some(Cached::Degraded)
+                }
                 Err(e) => {
                     *raised = Some(e);
                     None
@@ -120,6 +127,10 @@ pub fn serve<'py>(
         }
     });
     match dep.serve_fallback(tenant, rejection, cache_key, degraded) {
+        Ok(Cached::Degraded) => match degraded_value {
+            Some(v) => Ok(v),
+            None => Err(Error::Unavailable(dep.unavailable(tenant, rejection)).into()),
+        },
         Ok(v) => match v.value(py) {
             Some(v) => Ok(v.into_bound(py)),
             // The bank's values were cleared: it is being collected.

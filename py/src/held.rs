@@ -126,22 +126,19 @@ impl Values {
 pub enum Cached {
     /// In a stale cache: the value lives in the bank's `Values`.
     Stored(Arc<Ticket>),
-    /// A degraded behaviour's result, on its way to the caller.
-    Fresh(Arc<Py<PyAny>>),
+    /// A degraded behaviour's result, on its way to the caller, which
+    /// holds it (see `fallback::serve`): nothing to allocate or clone.
+    Degraded,
 }
 
 impl Cached {
-    /// A degraded behaviour's result.
-    pub fn fresh(value: Py<PyAny>) -> Self {
-        Cached::Fresh(Arc::new(value))
-    }
-
-    /// The Python value; `None` once the bank's values were cleared (the
-    /// bank is being collected).
+    /// The Python value of a stored value; `None` once the bank's values
+    /// were cleared (the bank is being collected), and for `Degraded`,
+    /// whose value its caller holds.
     pub fn value(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         match self {
             Cached::Stored(t) => t.values.upgrade()?.get(py, t.id),
-            Cached::Fresh(v) => Some(v.clone_ref(py)),
+            Cached::Degraded => None,
         }
     }
 }

@@ -36,6 +36,8 @@ mod native {
     #[pymodule_export]
     use crate::dependency::PyDependency;
     #[pymodule_export]
+    use crate::errors::Unavailable;
+    #[pymodule_export]
     use crate::fallback::PyFallback;
 
     /// Every problem of the profile `text` (empty when it is valid), and,
@@ -69,6 +71,7 @@ mod native {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
+        dependency::install_call(py)?;
         m.add("BreakerError", py.get_type::<errors::BreakerError>())?;
         m.add("ConfigError", errors::config_error(py)?)?;
         m.add("UnknownDependency", errors::unknown_dependency(py)?)?;

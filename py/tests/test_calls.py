@@ -544,3 +544,30 @@ def test_guard_missing_tenant_at_call_is_tenant_required(bank: bb.Bank) -> None:
     with pytest.raises(bb.TenantRequired):
         charge()
     assert charge(tenant="acme") == 1
+
+
+def test_c4_dependency_unavailable_reads_as_an_exception_built_from_its_message(
+    bank: bb.Bank,
+) -> None:
+    # The message and attributes are made when read: they read as they
+    # would on an exception built from the message with its attributes set.
+    import copy
+    import pickle
+
+    pay = bank["payments_client"]
+    trip(pay, "acme")
+    with pytest.raises(bb.DependencyUnavailable) as err:
+        pay.call(lambda: 1, tenant="acme")
+    e = err.value
+    msg = "dependency `payments_client` is unavailable for partition `acme` (PAYMENT_UNAVAILABLE); retry after 30.000s"
+    assert str(e) == msg and e.args == (msg,)
+    assert repr(e) == f"DependencyUnavailable({msg!r})"
+    assert (e.dependency, e.partition, e.code, e.retry_after) == ("payments_client", "acme", "PAYMENT_UNAVAILABLE", 30.0)
+    for again in (pickle.loads(pickle.dumps(e)), copy.copy(e)):
+        assert type(again) is bb.DependencyUnavailable and str(again) == msg
+        assert (again.partition, again.code, again.retry_after) == ("acme", "PAYMENT_UNAVAILABLE", 30.0)
+    e.code = "MINE"
+    assert e.code == "MINE" and e.dependency == "payments_client"
+    plain = bb.DependencyUnavailable("by hand")
+    assert str(plain) == "by hand" and plain.args == ("by hand",) and plain.code is None
+    assert bb.DependencyUnavailable.code is None

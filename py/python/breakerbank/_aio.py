@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -17,13 +18,13 @@ if TYPE_CHECKING:
 
 async def _serve(
     d: Decision,
-    fallback: Callable[..., Any] | None,
+    fallback: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any] | None,
     cache_key: str | None,
 ) -> Any:
     declared = d.fallback
-    if fallback is None or declared is None or declared.kind != "degraded":
+    if declared is None or declared.kind != "degraded":
         return d.serve_fallback(None, args, dict(kwargs) if kwargs else None, cache_key)
     # An async degraded behaviour is awaited here, then handed to the core as
     # a plain value (or as the exception it raised) so the core counts it.
@@ -52,12 +53,15 @@ async def _acall(
     cache_key: str | None,
     classify: Callable[[BaseException], str | None] | None,
 ) -> Any:
-    d = dep.admit(tenant=tenant, deadline=deadline, classify=classify)
+    d = dep.admit(tenant, deadline, classify)
     if not d.admitted:
+        if fallback is None:  # nothing to await: served (or raised) as dep.call would
+            return d.serve_fallback(None, args, dict(kwargs) if kwargs else None, cache_key)
         return await _serve(d, fallback, args, kwargs, cache_key)
     try:
-        awaitable = fn(*args, **(kwargs or {}))
-        if not inspect.isawaitable(awaitable):
+        awaitable = fn(*args, **kwargs) if kwargs else fn(*args)
+        # A coroutine is the common case; anything else asks inspect.
+        if type(awaitable) is not CoroutineType and not inspect.isawaitable(awaitable):
             d.cancelled()
             raise TypeError(
                 f"Dependency.acall needs a coroutine function; "

@@ -32,6 +32,7 @@ __all__ = [
     "DeadlineExpired",
     "OutcomeAlreadyRecorded",
     "check_profile",
+    "_Unavailable",
 ]
 
 
@@ -55,6 +56,13 @@ class DependencyUnavailable(BreakerError):
     partition: str | None
     code: str | None
     retry_after: float | None
+
+@final
+class _Unavailable:
+    """What a DependencyUnavailable carries (its message and attributes are made when read)."""
+    def __new__(
+        cls, dependency: str, partition: str, code: str | None, retry_after: float | None
+    ) -> _Unavailable: ...
 
 class DeadlineExpired(BreakerError):
     dependency: str | None
