@@ -84,25 +84,37 @@ impl Dependency {
     /// asking never creates one.
     pub fn state(&self, tenant: Option<&str>) -> Result<State, AdmitError> {
         let tenant = self.tenant(tenant)?;
-        Ok(match (self.parts(), tenant) {
-            (Parts::Global(p), _) => State::from_phase(self.phase_now(p)),
-            // Read on a word of the tenant's own: the slot can pass to
-            // another tenant between the lookup and the load (then the
-            // lookup is made again).
+        Ok(match self.own_word(tenant) {
+            Some((_, part, w)) => State::from_phase(self.phase_of(part, w)),
+            None => self.fresh_state(tenant),
+        })
+    }
+
+    /// The partition `tenant` has (the global one for a global
+    /// dependency), with a word of its own: the slot can pass to another
+    /// tenant between the lookup and the load, and then the lookup is
+    /// made again. `None` when the tenant has no partition.
+    fn own_word(&self, tenant: Option<&str>) -> Option<(u32, &Partition, Word)> {
+        match (self.parts(), tenant) {
+            (Parts::Global(p), _) => Some((0, p, p.cell.load())),
             (Parts::Tenant(t, _), Some(name)) => loop {
-                match t.lookup(name) {
-                    Some(r) => {
-                        let w = r.part.cell.load();
-                        if r.part.owned_by(w, r.owner) {
-                            break State::from_phase(self.phase_of(r.part, w));
-                        }
-                    }
-                    None if t.starts_forced(name) => break State::ForcedOpen,
-                    None => break State::Closed,
+                let r = t.lookup(name)?;
+                let w = r.part.cell.load();
+                if r.part.owned_by(w, r.owner) {
+                    return Some((r.slot, r.part, w));
                 }
             },
-            (Parts::Tenant(..), None) => State::Closed,
-        })
+            (Parts::Tenant(..), None) => None,
+        }
+    }
+
+    /// The state of a tenant with no partition: a fresh one's, forced
+    /// open after a dependency-wide force.
+    fn fresh_state(&self, tenant: Option<&str>) -> State {
+        match (self.parts(), tenant) {
+            (Parts::Tenant(t, _), Some(name)) if t.starts_forced(name) => State::ForcedOpen,
+            _ => State::Closed,
+        }
     }
 
     /// One breaker's state, counters and episode (C18); see [`Inspection`].
@@ -112,52 +124,25 @@ impl Dependency {
     /// Tenant rules as for [`admit`](Self::admit).
     pub fn inspect(&self, tenant: Option<&str>) -> Result<Inspection, AdmitError> {
         let tenant = self.tenant(tenant)?;
-        let found = match (self.parts(), tenant) {
-            (Parts::Global(p), _) => self.inspect_part(0, p, NO_OWNER),
-            // As `state`: a slot that changed hands between the lookup and
-            // the read is looked up again.
-            (Parts::Tenant(t, _), Some(name)) => loop {
-                match t.lookup(name) {
-                    Some(r) => {
-                        if let Some(found) = self.inspect_part(r.slot, r.part, r.owner) {
-                            break Some(found);
-                        }
-                    }
-                    None => break None,
-                }
-            },
-            (Parts::Tenant(..), None) => None,
-        };
-        Ok(found.unwrap_or_else(|| {
-            let forced = match (self.parts(), tenant) {
-                (Parts::Tenant(t, _), Some(name)) => t.starts_forced(name),
-                _ => false,
-            };
-            Inspection {
-                state: if forced {
-                    State::ForcedOpen
-                } else {
-                    State::Closed
-                },
+        Ok(match self.own_word(tenant) {
+            Some((slot, part, w)) => self.inspect_word(slot, part, w),
+            None => Inspection {
+                state: self.fresh_state(tenant),
                 consecutive_failures: 0,
                 half_open_successes: 0,
                 probes_in_flight: 0,
                 retrips: 0,
                 since: Instant::from_nanos(0),
                 retry_after: None,
-            }
-        }))
+            },
+        })
     }
 
-    /// [`inspect`](Self::inspect) of the partition at `slot`, owned by
-    /// `owner`; `None` if the slot is no longer theirs (read as fresh).
-    fn inspect_part(&self, slot: u32, part: &Partition, owner: Owner) -> Option<Inspection> {
+    /// [`inspect`](Self::inspect) of the partition at `slot` on its word
+    /// `w` (see `own_word`).
+    fn inspect_word(&self, slot: u32, part: &Partition, w: Word) -> Inspection {
         let inner = &*self.inner;
         let policy = self.policy();
-        let w = part.cell.load();
-        if w.phase().is_held() || !part.owned_by(w, owner) {
-            return None;
-        }
         let now = inner.clock.now();
         let (state, retry_after) = match w.phase() {
             Phase::Open => match part.cell.open_until(w.generation()) {
@@ -193,7 +178,7 @@ impl Dependency {
             .current_counters(slot, part, &pin)
             .and_then(|s| s.began())
             .unwrap_or(Instant::from_nanos(0));
-        Some(Inspection {
+        Inspection {
             state,
             consecutive_failures,
             half_open_successes: if state == State::HalfOpen {
@@ -205,7 +190,7 @@ impl Dependency {
             retrips: w.trips(),
             since,
             retry_after,
-        })
+        }
     }
 
     /// The phase an admission would find now (C14): an open partition
