@@ -22,7 +22,9 @@
 
 #![allow(clippy::disallowed_types)] // std sync types in tests; the rule is for core's own code
 
-use breakerbank::{Bank, Decision, ManualClock, Outcome, Profile};
+mod common;
+use breakerbank::{Decision, Outcome};
+use common::tenant_bank;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -43,20 +45,8 @@ fn c9_stress_long_ids_never_land_in_another_tenants_partition_under_churn() {
 
 /// Runs the churn with tenant `k` of worker `w` named `id(w, k)`.
 fn churn(id: impl Fn(usize, usize) -> String + Sync) {
-    let profile = Profile::from_yaml(
-        "dependencies:
-  payments_client:
-    isolation: tenant
-    max_tenants: 8
-    trip: {consecutive_failures: 2}
-    open_duration: 1h
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: error, code: UNAVAILABLE}
-    recovery_bound: 2h
-",
-    )
-    .expect("valid profile");
-    let bank = Bank::with_clock(profile, ManualClock::new());
+    // On a manual clock that never moves: an open breaker stays open.
+    let bank = tenant_bank(2, 8);
     let dep = bank.dependency("payments_client").expect("declared");
 
     let in_table = AtomicU64::new(0);
@@ -122,20 +112,8 @@ fn churn(id: impl Fn(usize, usize) -> String + Sync) {
 /// overflow never trips and nothing excuses a healthy tenant's refusal.
 #[test]
 fn c5_c9_stress_a_tenant_that_never_fails_is_never_refused_for_another_tenants_open() {
-    let profile = Profile::from_yaml(
-        "dependencies:
-  payments_client:
-    isolation: tenant
-    max_tenants: 2
-    trip: {consecutive_failures: 1}
-    open_duration: 1h
-    half_open: {probe_budget: 1, success_threshold: 1}
-    fallback: {kind: error, code: UNAVAILABLE}
-    recovery_bound: 2h
-",
-    )
-    .expect("valid profile");
-    let bank = Bank::with_clock(profile, ManualClock::new());
+    // On a manual clock that never moves: an open breaker stays open.
+    let bank = tenant_bank(1, 2);
     let dep = bank.dependency("payments_client").expect("declared");
     const BAD: &str = "failing";
     // The failing tenant's calls: in a slot (each one a trip), in the
