@@ -18,7 +18,7 @@ def by_header(request: requests.PreparedRequest) -> str:
     return str(request.headers["x-tenant"])
 
 
-def session(dep: bb.Dependency, **kw: object) -> requests.Session:
+def client(dep: bb.Dependency, **kw: object) -> requests.Session:
     s = requests.Session()
     s.trust_env = False  # no proxy from the environment between us and loopback
     s.mount("http://127.0.0.1", BreakerAdapter(dep, **{"tenant": by_header, **kw}))  # type: ignore[arg-type]
@@ -27,7 +27,7 @@ def session(dep: bb.Dependency, **kw: object) -> requests.Session:
 
 @pytest.fixture
 def api(http_bank: bb.Bank) -> Iterator[requests.Session]:
-    with session(http_bank["api_client"]) as s:
+    with client(http_bank["api_client"]) as s:
         yield s
 
 
@@ -59,7 +59,7 @@ def test_4xx_is_a_success_unless_classify_says_otherwise(http_bank: bb.Bank, ser
             return "failure"
         return None
 
-    with session(dep, classify=throttled) as s:
+    with client(dep, classify=throttled) as s:
         for _ in range(4):
             assert get(s, server.url, "acme").status_code == 404
         for _ in range(3):
@@ -145,7 +145,7 @@ def test_a_degraded_fallback_returns_the_declared_response(http_bank: bb.Bank, s
         r.status_code, r._content, r.request = 200, b"degraded", request
         return r
 
-    with session(dep, tenant=None, degraded=cached_page) as s:
+    with client(dep, tenant=None, degraded=cached_page) as s:
         for _ in range(3):
             assert s.get(server.url).status_code == 500
         r = s.get(server.url)

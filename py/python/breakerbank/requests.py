@@ -2,11 +2,11 @@
 
 >>> import requests, breakerbank as bb
 >>> from breakerbank.requests import BreakerAdapter
->>> session = requests.Session()
->>> session.mount("https://payments.internal/", BreakerAdapter(
+>>> http = requests.Session()
+>>> http.mount("https://payments.internal/", BreakerAdapter(
 ...     bank["payments_client"], tenant=lambda request: request.headers["x-tenant"]))  # doctest: +SKIP
 
-Each request the session sends through the adapter (each redirect hop too)
+Each request sent through the adapter (each redirect hop too)
 is one admission on the dependency (for the tenant, a string or a callable
 of the :class:`requests.PreparedRequest`). A 5xx response, a connection
 error or a timeout is a failure, a 4xx or any other response a success,
