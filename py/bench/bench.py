@@ -84,7 +84,7 @@ def boom() -> None:
 TIMER: Callable[[], float] = time.thread_time
 
 
-def per_call_ns(stmt: str, env: dict[str, object], number: int, repeat: int) -> float:
+def per_call_ns(stmt: str | Callable[[], object], env: dict[str, object], number: int, repeat: int) -> float:
     """Median over `repeat` runs of the per-call time of `stmt`, in ns."""
     runs = timeit.repeat(stmt, globals=env, number=number, repeat=repeat, timer=TIMER)
     return statistics.median(runs) / number * 1e9

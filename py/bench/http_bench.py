@@ -7,8 +7,8 @@ process (``httpx.MockTransport``, httpx's own transport for answering
 without a network), bare and wrapped in
 ``breakerbank.httpx.BreakerTransport``, closed global and per tenant; and
 one through a requests adapter that answers in process, bare and as a
-``BreakerAdapter`` over it. Per request, median of repeated timeit
-runs; the rows that matter are the differences (the goal: at most 2 µs over
+``BreakerAdapter`` over it. Per request, median of repeated runs timed
+as ``bench.py`` times (its ``per_call_ns``: the thread's CPU time); the rows that matter are the differences (the goal: at most 2 µs over
 the bare transport). Rows alternate bare and wrapped, so a slow patch of
 the host falls on both.
 """
@@ -20,7 +20,6 @@ import io
 import platform
 import statistics
 import sys
-import timeit
 from collections.abc import Callable
 
 import httpx
@@ -28,6 +27,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 import breakerbank as bb
+from bench import per_call_ns  # the Python bench's timing: thread CPU time
 from breakerbank.httpx import BreakerTransport
 from breakerbank.requests import BreakerAdapter
 
@@ -65,10 +65,6 @@ class InProcessAdapter(HTTPAdapter):
         r.request = request
         r.url = request.url or ""
         return r
-
-
-def per_call_ns(fn: Callable[[], object], number: int, repeat: int) -> list[float]:
-    return [t / number * 1e9 for t in timeit.repeat(fn, number=number, repeat=repeat)]
 
 
 def main() -> int:
@@ -122,8 +118,8 @@ def main() -> int:
         rb: list[float] = []
         rw: list[float] = []
         for _ in range(repeat):
-            rb += per_call_ns(b, number, 1)
-            rw += per_call_ns(w, number, 1)
+            rb.append(per_call_ns(b, {}, number, 1))
+            rw.append(per_call_ns(w, {}, number, 1))
         mb, mw = statistics.median(rb), statistics.median(rw)
         print(f"{name:<16} {mb / 1000:>8.2f}µs {mw / 1000:>8.2f}µs {(mw - mb) / 1000:>8.2f}µs")
     return 0
