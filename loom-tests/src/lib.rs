@@ -58,7 +58,7 @@
 //! | C12 | `c12_a_reopen_racing_a_probe_and_its_cancel_keeps_its_period` | 2 |
 //! | C13 | `c13_late_success_and_dropped_permit_change_nothing` | 2 |
 //! | C13 | `c13_late_failure_does_not_reopen` | 2 |
-//! | C20, C7 | `c20_reload_racing_probes_keeps_every_decision_on_one_budget` | 2 |
+//! | C20, C7 | `c20_reload_racing_probes_keeps_every_decision_on_one_budget` | 1 |
 //! | C20 | `c20_reload_removing_a_dependency_racing_its_fast_path` | 2 |
 //! | C19 | `c19_trip_racing_a_probe_record_and_an_admission_is_never_lost` | 2 |
 //! | C19 | `c19_half_open_racing_a_failing_call_is_never_lost` | 2 |
