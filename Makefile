@@ -15,6 +15,8 @@ export CARGO_TERM_COLOR ?= never
 # The core's optional integrations: linted and documented besides the
 # build without them; their tests, doc examples and example run too.
 CORE_FEATURES ?= tower,tracing
+comma := ,
+space := $(subst ,, )
 
 include mk/ffi.mk
 include mk/py.mk
@@ -41,10 +43,11 @@ lint:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p breakerbank --features $(CORE_FEATURES) --no-deps --quiet
 
-# Release: the model and flood tests are CPU-bound, and the release
-# artifacts are shared with the C library build.
+# Release: the model and flood tests are CPU-bound. One build of the
+# workspace with the core's integrations on runs every test and doc
+# example, theirs too, and builds the tower example, run from its path
+# (`cargo run -p breakerbank` would resolve features anew and rebuild).
+RUST_TARGET_DIR = $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),target)
 rust-test:
-	$(CARGO) test --release
-	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --test tower --test tracing
-	$(CARGO) test --release -p breakerbank --features $(CORE_FEATURES) --doc -- tower tracing ReadmeDoctests
-	$(CARGO) run --release -p breakerbank --features tower --example tower_client
+	$(CARGO) test --release --features $(subst $(space),$(comma),$(addprefix breakerbank/,$(subst $(comma),$(space),$(CORE_FEATURES))))
+	$(RUST_TARGET_DIR)/release/examples/tower_client
