@@ -99,6 +99,11 @@ fn unknown_id(id: u32) -> Fail {
     )
 }
 
+#[cold]
+fn already_recorded() -> Fail {
+    Fail::arg("`permit` was already recorded")
+}
+
 /// The status and message of a tenant the core refused.
 #[cold]
 fn tenant_refused(dep: &Dependency, e: AdmitError) -> Fail {
@@ -430,14 +435,11 @@ pub extern "C" fn bb_record(
             ));
         }
         let d = dependency(bank, permit.dependency)?;
-        if !ledger::redeem(permit.ledger, permit.ticket) {
-            return Err(Fail::arg("`permit` was already recorded"));
-        }
         // SAFETY: not memory safety: `from_parts`' contract that these are
         // the fields of one permit this dependency issued, recorded once.
         // The check word (keyed by this bank, over every field) says they
-        // are what `bb_admit` issued; the ledger's redeem above says this
-        // is their one record.
+        // are what `bb_admit` issued; it is recorded below only after the
+        // ledger's `redeem` says this is their one record.
         let raw = unsafe {
             breakerbank::RawPermit::from_parts(
                 permit.slot,
@@ -446,6 +448,20 @@ pub extern "C" fn bb_record(
                 permit.started_ns,
             )
         };
+        // The common case, admitted and recorded on one thread and
+        // changing nothing: no read-modify-write, and nothing to record
+        // (see `Mine::redeem_quiet` for why it stays exactly-once).
+        if let Some(mine) = ledger::mine(permit.ledger) {
+            if d.record_changes_nothing(&raw, outcome) {
+                return match mine.redeem_quiet(permit.ticket) {
+                    true => Ok(()),
+                    false => Err(already_recorded()),
+                };
+            }
+        }
+        if !ledger::redeem(permit.ledger, permit.ticket) {
+            return Err(already_recorded());
+        }
         d.record_raw(raw, outcome);
         Ok(())
     }
