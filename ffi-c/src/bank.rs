@@ -100,6 +100,13 @@ fn unknown_id(id: u32) -> Fail {
 }
 
 #[cold]
+#[inline(never)]
+fn not_issued() -> Fail {
+    Fail::arg("`permit` was not issued by this bank, or its fields were altered")
+}
+
+#[cold]
+#[inline(never)]
 fn already_recorded() -> Fail {
     Fail::arg("`permit` was already recorded")
 }
@@ -504,9 +511,7 @@ pub extern "C" fn bb_record(
         // Checked before anything else: an altered or made-up permit
         // redeems no ticket and changes nothing (C13).
         if permit.bank != bank.serial || permit.check != bank.check_of(&permit) {
-            return Err(Fail::arg(
-                "`permit` was not issued by this bank, or its fields were altered",
-            ));
+            return Err(not_issued());
         }
         let d = dependency(bank, permit.dependency)?;
         // SAFETY: not memory safety: `from_parts`' contract that these are
