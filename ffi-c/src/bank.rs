@@ -11,7 +11,9 @@ use crate::types::{
     bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw, bb_permit,
     bb_reason, bb_status,
 };
-use breakerbank::{AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Profile};
+use breakerbank::{
+    AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Outcome, Profile, RawPermit,
+};
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -514,36 +516,44 @@ pub extern "C" fn bb_record(
             return Err(not_issued());
         }
         let d = dependency(bank, permit.dependency)?;
-        // SAFETY: not memory safety: `from_parts`' contract that these are
-        // the fields of one permit this dependency issued, recorded once.
-        // The check word (keyed by this bank, over every field) says they
-        // are what `bb_admit` issued; it is recorded below only after the
-        // ledger's `redeem` says this is their one record.
-        let raw = unsafe {
-            breakerbank::RawPermit::from_parts(
-                permit.slot,
-                permit.generation,
-                permit.probe,
-                permit.started_ns,
-            )
-        };
         // The common case, admitted and recorded on one thread and
         // changing nothing: no read-modify-write, and nothing to record
         // (see `Mine::redeem_quiet` for why it stays exactly-once).
         if let Some(mine) = ledger::mine(permit.ledger) {
-            if d.record_changes_nothing(&raw, outcome) {
+            if d.record_changes_nothing(&raw_permit(&permit), outcome) {
                 return match mine.redeem_quiet(permit.ticket) {
                     true => Ok(()),
                     false => Err(already_recorded()),
                 };
             }
         }
-        if !ledger::redeem(permit.ledger, permit.ticket) {
-            return Err(already_recorded());
-        }
-        d.record_raw(raw, outcome);
-        Ok(())
+        redeem_and_record(d, &permit, outcome)
     }
+}
+
+/// The rest of `bb_record` for a permit checked as this bank's: redeem
+/// its ticket with the ledger's compare-exchange, then record. Out of
+/// line, so that the quiet path before it keeps few values live.
+#[inline(never)]
+fn redeem_and_record(d: &Dependency, permit: &bb_permit, outcome: Outcome) -> Result<(), Fail> {
+    if !ledger::redeem(permit.ledger, permit.ticket) {
+        return Err(already_recorded());
+    }
+    d.record_raw(raw_permit(permit), outcome);
+    Ok(())
+}
+
+/// The core's permit inside `p`, a permit whose check word `bb_record`
+/// has verified: to ask whether recording it changes nothing, and to
+/// record it once its ticket is redeemed.
+#[inline(always)]
+fn raw_permit(p: &bb_permit) -> RawPermit {
+    // SAFETY: not memory safety: `from_parts`' contract that these are
+    // the fields of one permit this dependency issued, recorded once.
+    // The check word (keyed by this bank, over every field) says they are
+    // what `bb_admit` issued; `bb_record` records it only after the
+    // ledger's `redeem` says this is their one record.
+    unsafe { RawPermit::from_parts(p.slot, p.generation, p.probe, p.started_ns) }
 }
 
 /// Reads a breaker's state into `*out` (`BB_STATE_*`).
