@@ -54,25 +54,32 @@ fn folded_multiply(a: u64, b: u64) -> u64 {
 }
 
 impl bb_bank {
-    /// The check word of `p`: every field but `check`, and `bank`, which
-    /// `bb_record` compares with the bank's serial itself. A keyed hash,
-    /// not a cryptographic MAC: it refuses a permit altered or made up by
-    /// a caller that does not read the bank's memory, which an in-process
+    /// The check word of `p`: every field but `check`. A keyed hash, not
+    /// a cryptographic MAC: it refuses a permit altered or made up by a
+    /// caller that does not read the bank's memory, which an in-process
     /// caller could do anyway.
     ///
-    /// On the hot path of `bb_admit` and of `bb_record`, where the ledger's
-    /// compare-exchange waits for it: three multiplications that do not
-    /// depend on each other, so it takes about one multiplication's latency.
+    /// Six 64-bit lanes hold every field once (so any change of any field
+    /// changes a lane), multiplied in pairs with the key: three
+    /// multiplications that do not depend on each other, about one
+    /// multiplication's latency. The lanes pair the 32-bit fields as they
+    /// lie in memory (`bank` with `ledger`, `dependency` with `slot`), so
+    /// `bb_record` loads each pair as one word and `bb_admit` builds the
+    /// same words it stores.
     #[inline(always)]
     fn check_of(&self, p: &bb_permit) -> u64 {
         let k = &self.checks.0;
-        let dep_slot = u64::from(p.dependency) << 32 | u64::from(p.slot);
-        // `ledger` is a u32: shifted by one, the probe bit fits beside it.
-        let ledger_probe = u64::from(p.ledger) << 1 | u64::from(p.probe);
-        folded_multiply(p.ticket ^ k[0], dep_slot ^ k[1])
-            ^ folded_multiply(p.generation ^ k[2], p.started_ns ^ k[3])
-            ^ folded_multiply(ledger_probe ^ k[4], k[5])
+        folded_multiply(p.ticket ^ k[0], pair32(p.bank, p.ledger) ^ k[1])
+            ^ folded_multiply(pair32(p.dependency, p.slot) ^ k[2], p.generation ^ k[3])
+            ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe) ^ k[5])
     }
+}
+
+/// Two adjacent 32-bit fields as the one little-endian word they form in
+/// memory: `lo` first.
+#[inline(always)]
+fn pair32(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
 }
 
 impl std::fmt::Debug for bb_bank {
@@ -365,10 +372,7 @@ fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
         };
         let head = pair(1 | u64::from(p.probe) << 8, 0);
         let w0 = pair(p.ticket, p.started_ns);
-        let w1 = pair(
-            u64::from(p.bank) | u64::from(p.ledger) << 32,
-            u64::from(p.dependency) | u64::from(p.slot) << 32,
-        );
+        let w1 = pair(pair32(p.bank, p.ledger), pair32(p.dependency, p.slot));
         let w2 = pair(p.generation, u64::from(p.probe));
         let d = out.0.cast::<u8>();
         // SAFETY: `try_out!` checked that `out.0` is non-null and aligned,
