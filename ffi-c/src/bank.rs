@@ -492,7 +492,11 @@ pub extern "C" fn bb_admit(
 /// Each permit is redeemed once: recording it (or a copy) again, a permit
 /// never issued by this bank, or one with any field altered (its `check`
 /// word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
-/// nothing. A permit from an earlier generation of its breaker
+/// nothing. (Copies recorded at the same moment on the admitting thread
+/// and on another may both return `BB_OK` when the admitting thread's
+/// record is a success that changes nothing: the other one is then the
+/// record that counts. A permit never counts twice.) A permit from an
+/// earlier generation of its breaker
 /// (the breaker changed state since) is counted as a late record only, and
 /// a probe's slot is returned. `outcome` outside `bb_outcome` is
 /// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a

@@ -20,6 +20,10 @@
 //!   of the same permit wins; every other one fails and changes nothing.
 //!   Because `seq` is never reused within a ledger, a slot refilled with a
 //!   later permit cannot be redeemed by an old copy (no ABA).
+//! * The owning thread redeems a record that changes nothing (the common
+//!   case: admitted and recorded on one thread, a success on a healthy
+//!   breaker) with a load and a store instead ([`Mine::redeem_quiet`]
+//!   says why that is still exactly once).
 //! * A thread that holds `ENTRIES` unrecorded permits, or a process with more
 //!   than `MAX_LEDGERS` threads alive at once, falls back to a mutex-guarded
 //!   set ("spill"): still exactly once, only slower.
