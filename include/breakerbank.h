@@ -278,8 +278,9 @@ typedef struct bb_bank bb_bank;
  *
  * A plain value: copy it freely, nothing to free. Its fields are for
  * breakerbank; callers only read `probe`. Recording the same permit twice
- * (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing: the
- * `ticket` is redeemed once. A permit that is never recorded keeps a probe
+ * (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing (or,
+ * in the race `bb_record` describes, a no-op): the `ticket` is redeemed
+ * once. A permit that is never recorded keeps a probe
  * slot of a half-open breaker taken: give up with `BB_OUTCOME_CANCELLED`.
  * A permit must be recorded on the bank that issued it.
  */
@@ -574,7 +575,11 @@ bb_status bb_admit(const struct bb_bank *bank, uint32_t dep, const char *tenant,
  * Each permit is redeemed once: recording it (or a copy) again, a permit
  * never issued by this bank, or one with any field altered (its `check`
  * word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
- * nothing. A permit from an earlier generation of its breaker
+ * nothing. (Copies recorded at the same moment on the admitting thread
+ * and on another may both return `BB_OK` when the admitting thread's
+ * record is a success that changes nothing: the other one is then the
+ * record that counts. A permit never counts twice.) A permit from an
+ * earlier generation of its breaker
  * (the breaker changed state since) is counted as a late record only, and
  * a probe's slot is returned. `outcome` outside `bb_outcome` is
  * `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a

@@ -4,14 +4,16 @@
 // steers only the core's imports through `crate::sync`).
 #![allow(clippy::disallowed_types)]
 
-use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail};
+use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail, Out};
 use crate::ledger;
 use crate::listener::{bb_listener_fn, ListenerSlot};
 use crate::types::{
     bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw, bb_permit,
     bb_reason, bb_status,
 };
-use breakerbank::{AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Profile};
+use breakerbank::{
+    AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Outcome, Profile, RawPermit,
+};
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -52,25 +54,32 @@ fn folded_multiply(a: u64, b: u64) -> u64 {
 }
 
 impl bb_bank {
-    /// The check word of `p`: every field but `check`, and `bank`, which
-    /// `bb_record` compares with the bank's serial itself. A keyed hash,
-    /// not a cryptographic MAC: it refuses a permit altered or made up by
-    /// a caller that does not read the bank's memory, which an in-process
+    /// The check word of `p`: every field but `check`. A keyed hash, not
+    /// a cryptographic MAC: it refuses a permit altered or made up by a
+    /// caller that does not read the bank's memory, which an in-process
     /// caller could do anyway.
     ///
-    /// On the hot path of `bb_admit` and of `bb_record`, where the ledger's
-    /// compare-exchange waits for it: three multiplications that do not
-    /// depend on each other, so it takes about one multiplication's latency.
+    /// Six 64-bit lanes hold every field once (so any change of any field
+    /// changes a lane), multiplied in pairs with the key: three
+    /// multiplications that do not depend on each other, about one
+    /// multiplication's latency. The lanes pair the 32-bit fields as they
+    /// lie in memory (`bank` with `ledger`, `dependency` with `slot`), so
+    /// `bb_record` loads each pair as one word and `bb_admit` builds the
+    /// same words it stores.
     #[inline(always)]
     fn check_of(&self, p: &bb_permit) -> u64 {
         let k = &self.checks.0;
-        let dep_slot = u64::from(p.dependency) << 32 | u64::from(p.slot);
-        // `ledger` is a u32: shifted by one, the probe bit fits beside it.
-        let ledger_probe = u64::from(p.ledger) << 1 | u64::from(p.probe);
-        folded_multiply(p.ticket ^ k[0], dep_slot ^ k[1])
-            ^ folded_multiply(p.generation ^ k[2], p.started_ns ^ k[3])
-            ^ folded_multiply(ledger_probe ^ k[4], k[5])
+        folded_multiply(p.ticket ^ k[0], pair32(p.bank, p.ledger) ^ k[1])
+            ^ folded_multiply(pair32(p.dependency, p.slot) ^ k[2], p.generation ^ k[3])
+            ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe) ^ k[5])
     }
+}
+
+/// Two adjacent 32-bit fields as the one little-endian word they form in
+/// memory: `lo` first.
+#[inline(always)]
+fn pair32(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
 }
 
 impl std::fmt::Debug for bb_bank {
@@ -97,6 +106,18 @@ fn unknown_id(id: u32) -> Fail {
         bb_status::BB_ERR_UNKNOWN_DEPENDENCY,
         format!("no dependency with id {id}"),
     )
+}
+
+#[cold]
+#[inline(never)]
+fn not_issued() -> Fail {
+    Fail::arg("`permit` was not issued by this bank, or its fields were altered")
+}
+
+#[cold]
+#[inline(never)]
+fn already_recorded() -> Fail {
+    Fail::arg("`permit` was already recorded")
 }
 
 /// The status and message of a tenant the core refused.
@@ -303,6 +324,85 @@ pub extern "C" fn bb_dependency_id(
     }
 }
 
+/// Writes an admitted call's decision to `out`: `admitted`, `probe`,
+/// `BB_REASON_NONE`, `BB_FALLBACK_NONE`, no retry-after, and `permit`.
+///
+/// The permit is stored in the pieces a caller's copy of it reads. A C
+/// caller hands `d.permit` to `bb_record` by value, so its compiler copies
+/// the 56 bytes with 16-byte (SSE) or 8-byte loads from offsets 0, 16, 32
+/// and 48 of the permit, right after this call. A load that spans
+/// several narrower stores cannot take its data from the store buffer
+/// and waits until they reach the cache (a store-forwarding stall, tens
+/// of cycles). Written field by field, the permit cost three such stalls
+/// per admit + record, more than all the instructions of both calls. So
+/// on x86-64 it is written as three 16-byte stores and one 8-byte store
+/// at those offsets, each of which such a load finds whole.
+#[inline(always)]
+fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_set_epi64x, _mm_storeu_si128};
+        use std::mem::offset_of;
+        // The layout these stores assume (little-endian, repr(C)); the
+        // reason and fallback of an admitted call are both 0.
+        const _: () = {
+            assert!(std::mem::size_of::<bb_decision>() == 80);
+            assert!(offset_of!(bb_decision, admitted) == 0);
+            assert!(offset_of!(bb_decision, probe) == 1);
+            assert!(offset_of!(bb_decision, reason) == 4);
+            assert!(offset_of!(bb_decision, fallback) == 8);
+            assert!(offset_of!(bb_decision, retry_after_ns) == 16);
+            assert!(offset_of!(bb_decision, permit) == 24);
+            assert!(offset_of!(bb_permit, ticket) == 0);
+            assert!(offset_of!(bb_permit, started_ns) == 8);
+            assert!(offset_of!(bb_permit, bank) == 16);
+            assert!(offset_of!(bb_permit, ledger) == 20);
+            assert!(offset_of!(bb_permit, dependency) == 24);
+            assert!(offset_of!(bb_permit, slot) == 28);
+            assert!(offset_of!(bb_permit, generation) == 32);
+            assert!(offset_of!(bb_permit, probe) == 40);
+            assert!(offset_of!(bb_permit, check) == 48);
+            assert!(bb_reason::BB_REASON_NONE as u32 == 0);
+            assert!(bb_fallback_kind::BB_FALLBACK_NONE as u32 == 0);
+        };
+        let pair = |lo: u64, hi: u64| {
+            // SAFETY: `_mm_set_epi64x` needs SSE2 only, which every
+            // x86-64 CPU has (the target's baseline); it touches no memory.
+            unsafe { _mm_set_epi64x(hi as i64, lo as i64) }
+        };
+        let head = pair(1 | u64::from(p.probe) << 8, 0);
+        let w0 = pair(p.ticket, p.started_ns);
+        let w1 = pair(pair32(p.bank, p.ledger), pair32(p.dependency, p.slot));
+        let w2 = pair(p.generation, u64::from(p.probe));
+        let d = out.0.cast::<u8>();
+        // SAFETY: `try_out!` checked that `out.0` is non-null and aligned,
+        // and the caller's contract makes it valid for writes of one
+        // `bb_decision` (80 bytes, asserted above); every store below is
+        // inside those bytes. Unaligned stores need no alignment; bytes
+        // written into padding are allowed. The values written are those
+        // of the `bb_decision` the doc comment describes (layout asserted
+        // above; `true` is the byte 1).
+        unsafe {
+            _mm_storeu_si128(d.cast(), head);
+            d.add(16).cast::<u64>().write_unaligned(0);
+            let permit = d.add(offset_of!(bb_decision, permit));
+            _mm_storeu_si128(permit.cast(), w0);
+            _mm_storeu_si128(permit.add(16).cast(), w1);
+            _mm_storeu_si128(permit.add(32).cast(), w2);
+            permit.add(48).cast::<u64>().write_unaligned(p.check);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    out.write(bb_decision {
+        admitted: true,
+        probe: p.probe,
+        reason: bb_reason::BB_REASON_NONE,
+        fallback: bb_fallback_kind::BB_FALLBACK_NONE,
+        retry_after_ns: 0,
+        permit: *p,
+    });
+}
+
 const NO_PERMIT: bb_permit = bb_permit {
     ticket: 0,
     started_ns: 0,
@@ -353,7 +453,7 @@ pub extern "C" fn bb_admit(
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
         let deadline = (deadline_ns != 0).then(|| Instant::from_nanos(deadline_ns));
-        let decision = match d.admit(tenant, deadline) {
+        match d.admit(tenant, deadline) {
             Ok(Decision::Admitted(permit)) => {
                 let raw = permit.into_raw();
                 let (ledger, ticket) = ledger::issue();
@@ -369,16 +469,9 @@ pub extern "C" fn bb_admit(
                     check: 0,
                 };
                 permit.check = bank.check_of(&permit);
-                bb_decision {
-                    admitted: true,
-                    probe: permit.probe,
-                    reason: bb_reason::BB_REASON_NONE,
-                    fallback: bb_fallback_kind::BB_FALLBACK_NONE,
-                    retry_after_ns: 0,
-                    permit,
-                }
+                write_admitted(out, &permit);
             }
-            Ok(Decision::Rejected(r)) => bb_decision {
+            Ok(Decision::Rejected(r)) => out.write(bb_decision {
                 admitted: false,
                 probe: false,
                 reason: r.reason.into(),
@@ -387,10 +480,9 @@ pub extern "C" fn bb_admit(
                     .map_or(bb_fallback_kind::BB_FALLBACK_NONE, |f| f.kind().into()),
                 retry_after_ns: r.retry_after.map_or(0, nanos),
                 permit: NO_PERMIT,
-            },
+            }),
             Err(e) => return Err(tenant_refused(d, e)),
-        };
-        out.write(decision);
+        }
         Ok(())
     }
 }
@@ -400,7 +492,11 @@ pub extern "C" fn bb_admit(
 /// Each permit is redeemed once: recording it (or a copy) again, a permit
 /// never issued by this bank, or one with any field altered (its `check`
 /// word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
-/// nothing. A permit from an earlier generation of its breaker
+/// nothing. (Copies recorded at the same moment on the admitting thread
+/// and on another may both return `BB_OK` when the admitting thread's
+/// record is a success that changes nothing: the other one is then the
+/// record that counts. A permit never counts twice.) A permit from an
+/// earlier generation of its breaker
 /// (the breaker changed state since) is counted as a late record only, and
 /// a probe's slot is returned. `outcome` outside `bb_outcome` is
 /// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a
@@ -425,30 +521,47 @@ pub extern "C" fn bb_record(
         // Checked before anything else: an altered or made-up permit
         // redeems no ticket and changes nothing (C13).
         if permit.bank != bank.serial || permit.check != bank.check_of(&permit) {
-            return Err(Fail::arg(
-                "`permit` was not issued by this bank, or its fields were altered",
-            ));
+            return Err(not_issued());
         }
         let d = dependency(bank, permit.dependency)?;
-        if !ledger::redeem(permit.ledger, permit.ticket) {
-            return Err(Fail::arg("`permit` was already recorded"));
+        // The common case, admitted and recorded on one thread and
+        // changing nothing: no read-modify-write, and nothing to record
+        // (see `Mine::redeem_quiet` for why it stays exactly-once).
+        if let Some(mine) = ledger::mine(permit.ledger) {
+            if d.record_changes_nothing(&raw_permit(&permit), outcome) {
+                return match mine.redeem_quiet(permit.ticket) {
+                    true => Ok(()),
+                    false => Err(already_recorded()),
+                };
+            }
         }
-        // SAFETY: not memory safety: `from_parts`' contract that these are
-        // the fields of one permit this dependency issued, recorded once.
-        // The check word (keyed by this bank, over every field) says they
-        // are what `bb_admit` issued; the ledger's redeem above says this
-        // is their one record.
-        let raw = unsafe {
-            breakerbank::RawPermit::from_parts(
-                permit.slot,
-                permit.generation,
-                permit.probe,
-                permit.started_ns,
-            )
-        };
-        d.record_raw(raw, outcome);
-        Ok(())
+        redeem_and_record(d, &permit, outcome)
     }
+}
+
+/// The rest of `bb_record` for a permit checked as this bank's: redeem
+/// its ticket with the ledger's compare-exchange, then record. Out of
+/// line, so that the quiet path before it keeps few values live.
+#[inline(never)]
+fn redeem_and_record(d: &Dependency, permit: &bb_permit, outcome: Outcome) -> Result<(), Fail> {
+    if !ledger::redeem(permit.ledger, permit.ticket) {
+        return Err(already_recorded());
+    }
+    d.record_raw(raw_permit(permit), outcome);
+    Ok(())
+}
+
+/// The core's permit inside `p`, a permit whose check word `bb_record`
+/// has verified: to ask whether recording it changes nothing, and to
+/// record it once its ticket is redeemed.
+#[inline(always)]
+fn raw_permit(p: &bb_permit) -> RawPermit {
+    // SAFETY: not memory safety: `from_parts`' contract that these are
+    // the fields of one permit this dependency issued, recorded once.
+    // The check word (keyed by this bank, over every field) says they are
+    // what `bb_admit` issued; `bb_record` records it only after the
+    // ledger's `redeem` says this is their one record.
+    unsafe { RawPermit::from_parts(p.slot, p.generation, p.probe, p.started_ns) }
 }
 
 /// Reads a breaker's state into `*out` (`BB_STATE_*`).
@@ -774,6 +887,62 @@ mod tests {
     use crate::types::bb_outcome;
 
     const PROFILE: &str = include_str!("../benches/common/profile.yaml");
+
+    /// An admitted decision is written whole over whatever the caller's
+    /// memory held (the 16-byte stores of `write_admitted`), and its
+    /// permit is the one `bb_record` takes, probes included.
+    #[test]
+    fn an_admitted_decision_overwrites_every_field() {
+        let mut bank = std::ptr::null_mut();
+        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut bank);
+        assert_eq!(s, bb_status::BB_OK);
+        // SAFETY: the bank is live until the end of the test.
+        let b = unsafe { &*bank };
+        let fresh = |dep: u32, tenant: &str| {
+            let mut d = std::mem::MaybeUninit::<bb_decision>::uninit();
+            // SAFETY: any bytes may be written over; read back only after
+            // bb_admit wrote the whole decision.
+            unsafe { d.as_mut_ptr().cast::<u8>().write_bytes(0xA5, 80) };
+            let s = bb_admit(
+                bank,
+                dep,
+                tenant.as_ptr().cast(),
+                tenant.len(),
+                0,
+                d.as_mut_ptr(),
+            );
+            assert_eq!(s, bb_status::BB_OK);
+            // SAFETY: bb_admit returned BB_OK: it wrote every field.
+            unsafe { d.assume_init() }
+        };
+        for (dep, tenant) in [(0, ""), (1, "acme")] {
+            let d = fresh(dep, tenant);
+            let p = d.permit;
+            assert!(d.admitted && !d.probe && !p.probe, "{d:?}");
+            assert_eq!(d.reason, bb_reason::BB_REASON_NONE);
+            assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_NONE);
+            assert_eq!(d.retry_after_ns, 0);
+            assert_eq!((p.bank, p.dependency), (b.serial, dep));
+            assert_ne!(p.ticket, 0);
+            assert_eq!(p.check, b.check_of(&p));
+            let s = bb_record(bank, p, bb_outcome::BB_OUTCOME_FAILURE.into());
+            assert_eq!(s, bb_status::BB_OK);
+        }
+        // A probe: search_client trips on one failure and then, an hour
+        // later, admits one.
+        let p = fresh(2, "").permit;
+        assert_eq!(
+            bb_record(bank, p, bb_outcome::BB_OUTCOME_FAILURE.into()),
+            bb_status::BB_OK
+        );
+        assert_eq!(bb_clock_advance(bank, 3_600_000_000_000), bb_status::BB_OK);
+        let d = fresh(2, "");
+        assert!(d.admitted && d.probe && d.permit.probe, "{d:?}");
+        assert_eq!(d.permit.check, b.check_of(&d.permit));
+        let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_SUCCESS.into());
+        assert_eq!(s, bb_status::BB_OK);
+        assert_eq!(bb_bank_free(bank), bb_status::BB_OK);
+    }
 
     /// C13: a permit with any one field altered (each bit of each field
     /// the check word covers) is refused and redeems nothing; the genuine

@@ -98,6 +98,20 @@ macro_rules! ffi_boundary {
     }};
 }
 
+/// The failure of [`try_ref!`] and [`try_out!`] for argument `$name`: a
+/// call of a cold function of its own, so that the hot path does not set
+/// up the message of a merged error exit before each check.
+macro_rules! bad_pointer {
+    ($name:literal) => {{
+        #[cold]
+        #[inline(never)]
+        fn bad_pointer() -> $crate::boundary::Fail {
+            $crate::boundary::Fail::arg(concat!("`", $name, "` is null or misaligned"))
+        }
+        bad_pointer()
+    }};
+}
+
 /// The one null check: `try_ref!(ptr, "name")` turns a `*const T` / `*mut T`
 /// into `&T`, returning `BB_ERR_INVALID_ARGUMENT` (naming the argument) when
 /// it is null or misaligned.
@@ -110,11 +124,7 @@ macro_rules! try_ref {
     ($ptr:expr, $name:literal) => {{
         let ptr = $ptr;
         if ptr.is_null() || !ptr.is_aligned() {
-            return Err($crate::boundary::Fail::arg(concat!(
-                "`",
-                $name,
-                "` is null or misaligned"
-            )));
+            return Err(bad_pointer!($name));
         }
         // SAFETY: non-null and aligned (checked just above); the exported
         // function's contract says a non-null `$ptr` points to a live `T`
@@ -130,11 +140,7 @@ macro_rules! try_out {
     ($ptr:expr, $name:literal) => {{
         let ptr: *mut _ = $ptr;
         if ptr.is_null() || !ptr.is_aligned() {
-            return Err($crate::boundary::Fail::arg(concat!(
-                "`",
-                $name,
-                "` is null or misaligned"
-            )));
+            return Err(bad_pointer!($name));
         }
         $crate::boundary::Out(ptr)
     }};

@@ -20,6 +20,10 @@
 //!   of the same permit wins; every other one fails and changes nothing.
 //!   Because `seq` is never reused within a ledger, a slot refilled with a
 //!   later permit cannot be redeemed by an old copy (no ABA).
+//! * The owning thread redeems a record that changes nothing (the common
+//!   case: admitted and recorded on one thread, a success on a healthy
+//!   breaker) with a load and a store instead ([`Mine::redeem_quiet`]
+//!   says why that is still exactly once).
 //! * A thread that holds `ENTRIES` unrecorded permits, or a process with more
 //!   than `MAX_LEDGERS` threads alive at once, falls back to a mutex-guarded
 //!   set ("spill"): still exactly once, only slower.
@@ -32,6 +36,7 @@
 // (clippy.toml steers only the core's imports through `crate::sync`).
 #![allow(clippy::disallowed_types)]
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -64,22 +69,46 @@ static FREE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 static SPILLED: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
 static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// The ledger this thread owns; given back to `FREE` when the thread exits.
-struct Owned {
+/// The ledger this thread owns, as the fast paths read it.
+#[derive(Clone, Copy)]
+pub(crate) struct Mine {
     id: u32,
     ledger: &'static Ledger,
 }
 
+/// Gives this thread's ledger (if it got one) back to `FREE` when the
+/// thread exits.
+struct Owned(Option<Mine>);
+
 impl Drop for Owned {
     fn drop(&mut self) {
-        if let Ok(mut free) = FREE.lock() {
-            free.push(self.id);
+        if let Some(mine) = self.0 {
+            // First forget it here: a record or admission made later on
+            // this thread (by another thread-local's destructor) must not
+            // use a ledger that another thread may own by then.
+            MINE.set(None);
+            if let Ok(mut free) = FREE.lock() {
+                free.push(mine.id);
+            }
         }
     }
 }
 
 thread_local! {
-    static MINE: Option<Owned> = acquire();
+    /// This thread's ledger for the fast paths: const-initialised and
+    /// without a destructor, so reading it is one thread-local load, with
+    /// no lazy-initialisation check, and it stays readable while the
+    /// thread's other thread-locals are destroyed. Set by `OWNED`'s
+    /// initialiser, cleared by its destructor.
+    static MINE: Cell<Option<Mine>> = const { Cell::new(None) };
+    /// Owns this thread's ledger: set up lazily by the first admission on
+    /// the thread (the slow path), so that its destructor gives the
+    /// ledger back when the thread exits.
+    static OWNED: Owned = {
+        let mine = acquire();
+        MINE.set(mine);
+        Owned(mine)
+    };
 }
 
 fn get(id: u32) -> Option<&'static Ledger> {
@@ -91,9 +120,9 @@ fn get(id: u32) -> Option<&'static Ledger> {
     unsafe { p.as_ref() }
 }
 
-fn acquire() -> Option<Owned> {
+fn acquire() -> Option<Mine> {
     if let Some(id) = FREE.lock().ok().and_then(|mut f| f.pop()) {
-        return get(id).map(|ledger| Owned { id, ledger });
+        return get(id).map(|ledger| Mine { id, ledger });
     }
     // Relaxed: the id is only a unique index; publication of the ledger
     // itself is by the Release store below.
@@ -108,15 +137,22 @@ fn acquire() -> Option<Owned> {
     }));
     // Release: pairs with the Acquire in `get` on a recording thread.
     LEDGERS[id as usize].store(std::ptr::from_ref(ledger).cast_mut(), Ordering::Release);
-    Some(Owned { id, ledger })
+    Some(Mine { id, ledger })
 }
 
 /// Issues a ticket: `(ledger id, seq)`, `seq` ≠ 0.
 #[inline]
 pub(crate) fn issue() -> (u32, u64) {
-    let fast = MINE.try_with(|mine| {
-        let mine = mine.as_ref()?;
-        let l = mine.ledger;
+    match MINE.get() {
+        Some(mine) => mine.issue(),
+        None => issue_slow(),
+    }
+}
+
+impl Mine {
+    #[inline]
+    fn issue(self) -> (u32, u64) {
+        let l = self.ledger;
         // Relaxed: only this thread writes `last` (see its docs).
         let mut seq = l.last.load(Ordering::Relaxed);
         for _ in 0..8 {
@@ -130,14 +166,21 @@ pub(crate) fn issue() -> (u32, u64) {
             if slot.load(Ordering::Relaxed) == 0 {
                 slot.store(seq, Ordering::Relaxed);
                 l.last.store(seq, Ordering::Relaxed);
-                return Some((mine.id, seq));
+                return (self.id, seq);
             }
         }
         l.last.store(seq, Ordering::Relaxed);
-        None
-    });
-    match fast {
-        Ok(Some(t)) => t,
+        issue_spill()
+    }
+}
+
+/// The first admission on a thread (which takes a ledger for it), or one
+/// on a thread that has none: past `MAX_LEDGERS`, or exiting.
+#[cold]
+#[inline(never)]
+fn issue_slow() -> (u32, u64) {
+    match OWNED.try_with(|owned| owned.0) {
+        Ok(Some(mine)) => mine.issue(),
         _ => issue_spill(),
     }
 }
@@ -149,6 +192,48 @@ fn issue_spill() -> (u32, u64) {
     let mut set = SPILLED.lock().unwrap_or_else(|e| e.into_inner());
     set.get_or_insert_with(HashSet::new).insert(seq);
     (SPILL, seq)
+}
+
+/// This thread's ledger, when it is ledger `id`.
+#[inline]
+pub(crate) fn mine(id: u32) -> Option<Mine> {
+    MINE.get().filter(|m| m.id == id)
+}
+
+impl Mine {
+    /// Redeems ticket `seq` of this thread's own ledger without a
+    /// read-modify-write: `true` when it was outstanding, `false` for one
+    /// already redeemed (or never issued).
+    ///
+    /// Only for a record that changes nothing. Unlike [`redeem`], it is
+    /// not exactly-once on its own: a copy's `compare_exchange` on another
+    /// thread may win between the load and the store, and then both
+    /// return `true`. That copy's record is then the one that counts, and
+    /// this one, which changes nothing, is a duplicate that is a no-op
+    /// (C13 allows a second record to be a no-op, never a double count).
+    /// A copy arriving after the store fails its `compare_exchange`. The
+    /// store never erases a later ticket: only the owner (this thread)
+    /// writes a seq into a slot, and it is busy here.
+    #[inline]
+    pub(crate) fn redeem_quiet(self, seq: u64) -> bool {
+        match self.outstanding(seq) {
+            Some(slot) => {
+                // Relaxed: one location; see above for why no RMW is needed.
+                slot.store(0, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The slot of ticket `seq` while it is outstanding (the load of
+    /// [`Mine::redeem_quiet`]).
+    #[inline(always)]
+    fn outstanding(self, seq: u64) -> Option<&'static AtomicU64> {
+        let slot = &self.ledger.slots[(seq % ENTRIES as u64) as usize];
+        // Relaxed: one location, as in `redeem_quiet`.
+        (seq != 0 && slot.load(Ordering::Relaxed) == seq).then_some(slot)
+    }
 }
 
 /// Redeems a ticket: `true` exactly once per issued ticket, `false` for a
@@ -216,6 +301,33 @@ mod tests {
             });
             assert_eq!(wins, 1);
         }
+    }
+
+    /// The interleaving a stress test rarely hits: a copy's
+    /// compare-exchange on another thread between the owner's quiet load
+    /// and store. Both redeem (the copy's record counts, the owner's
+    /// changes nothing); afterwards the ticket is spent for everyone, and
+    /// the slot's next ticket redeems once.
+    #[test]
+    fn c13_a_copy_redeemed_between_the_owners_quiet_load_and_store() {
+        let (id, seq) = issue();
+        let mine = mine(id).expect("this thread's ledger");
+        let slot = mine.outstanding(seq).expect("outstanding");
+        assert!(std::thread::spawn(move || redeem(id, seq)).join().unwrap());
+        slot.store(0, Ordering::Relaxed);
+        assert!(!redeem(id, seq));
+        assert!(!mine.redeem_quiet(seq));
+        let next = loop {
+            let (id2, s) = issue();
+            assert_eq!(id2, id);
+            if s % ENTRIES as u64 == seq % ENTRIES as u64 {
+                break s;
+            }
+            assert!(redeem(id2, s));
+        };
+        assert!(!redeem(id, seq));
+        assert!(mine.redeem_quiet(next));
+        assert!(!redeem(id, next));
     }
 
     #[test]

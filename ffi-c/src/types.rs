@@ -163,8 +163,9 @@ impl From<bb_outcome> for bb_outcome_raw {
 ///
 /// A plain value: copy it freely, nothing to free. Its fields are for
 /// breakerbank; callers only read `probe`. Recording the same permit twice
-/// (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing: the
-/// `ticket` is redeemed once. A permit that is never recorded keeps a probe
+/// (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing (or,
+/// in the race `bb_record` describes, a no-op): the `ticket` is redeemed
+/// once. A permit that is never recorded keeps a probe
 /// slot of a half-open breaker taken: give up with `BB_OUTCOME_CANCELLED`.
 /// A permit must be recorded on the bank that issued it.
 #[repr(C)]

@@ -65,6 +65,38 @@ impl Dependency {
                 })
     }
 
+    /// Whether recording `outcome` with `permit` now would change nothing
+    /// at all (no state, no counter, no event): a success under the
+    /// consecutive policy (no `slow_call`) on a closed breaker of the
+    /// permit's generation with no failures counted. One load.
+    ///
+    /// [`Dependency::record_raw`] asks exactly this first and returns at
+    /// once when it holds, so a binding may skip such a record, and keep
+    /// its own exactly-once bookkeeping cheaper for it (the C ABI's
+    /// ledger). The answer is as of the load: the breaker may change
+    /// after it.
+    ///
+    /// ```
+    /// # use breakerbank::{Bank, Decision, Outcome, Profile};
+    /// # let bank = Bank::new(Profile::from_yaml("dependencies:\n  svc_client:\n    isolation: global\n    trip: {consecutive_failures: 3}\n    open_duration: 30s\n    half_open: {probe_budget: 1, success_threshold: 1}\n    fallback: {kind: error, code: DOWN}\n    recovery_bound: 5m\n").unwrap());
+    /// let svc = bank.dependency("svc_client").unwrap();
+    /// let admit = || match svc.admit(None, None).unwrap() {
+    ///     Decision::Admitted(p) => p.into_raw(),
+    ///     Decision::Rejected(_) => unreachable!(),
+    /// };
+    /// let (a, b) = (admit(), admit());
+    /// assert!(svc.record_changes_nothing(&a, Outcome::Success));
+    /// assert!(!svc.record_changes_nothing(&a, Outcome::Failure));
+    /// svc.record_raw(a, Outcome::Failure);
+    /// // A success would now clear the failure counted.
+    /// assert!(!svc.record_changes_nothing(&b, Outcome::Success));
+    /// svc.record_raw(b, Outcome::Success);
+    /// ```
+    #[inline]
+    pub fn record_changes_nothing(&self, permit: &RawPermit, outcome: Outcome) -> bool {
+        self.changes_nothing(permit.0, outcome)
+    }
+
     /// Records the outcome of a permit given as plain data (C13).
     ///
     /// A permit of an older generation, or of a partition evicted since,
