@@ -4,7 +4,7 @@
 //! one outcome and, dropped without one, records `cancelled` (C13), so no
 //! probe slot can leak.
 
-use crate::errors::{secs, Error};
+use crate::errors::{secs, unavailable, Error, Kept};
 use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::held::{BankHandle, DecisionBank};
 use crate::outcome::{self, Rule};
@@ -285,6 +285,7 @@ impl PyDecision {
             args.unwrap_or(&empty),
             kwargs,
             cache_key,
+            Kept::default(),
         )
     }
 
@@ -295,12 +296,15 @@ impl PyDecision {
         };
         let tenant = this.tenant.as_deref();
         Err(if r.reason.serves_fallback() {
-            // Raised, not served: `unavailable` counts no fallback (C14).
-            Error::Unavailable(this.dep().unavailable(tenant, &r))
+            // Raised, not served: `unavailable_ref` counts no fallback (C14).
+            unavailable(
+                slf.py(),
+                this.dep().unavailable_ref(tenant, &r),
+                Kept::default(),
+            )
         } else {
-            deadline_expired(this.dep(), tenant)
-        }
-        .into())
+            deadline_expired(this.dep(), tenant).into()
+        })
     }
 
     #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]

@@ -2,7 +2,7 @@
 //! behaviour, error) and every count is the core's
 //! `Dependency::serve_fallback`; this module only hands it Python values.
 
-use crate::errors::Error;
+use crate::errors::{unavailable, Error, Kept};
 use crate::held::Cached;
 use breakerbank::{Dependency, Rejection};
 use pyo3::exceptions::PyException;
@@ -102,6 +102,7 @@ pub fn serve<'py>(
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
     cache_key: Option<&str>,
+    kept: Kept<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !rejection.reason.serves_fallback() {
         return Err(deadline_expired(dep, tenant).into());
@@ -114,7 +115,12 @@ pub fn serve<'py>(
         let raised = &mut raised;
         let value = &mut degraded_value;
         move || -> Option<Cached> {
-            match f.call(args, kwargs) {
+            let result = if args.is_empty() && kwargs.is_none() {
+                f.call0()
+            } else {
+                f.call(args, kwargs)
+            };
+            match result {
                 Ok(v) => {
                     *value = Some(v);
                     Some(Cached::Degraded)
@@ -126,18 +132,27 @@ pub fn serve<'py>(
             }
         }
     });
-    match dep.serve_fallback(tenant, rejection, cache_key, degraded) {
+    let served = dep.serve_fallback_ref(tenant, rejection, cache_key, degraded);
+    match served {
         Ok(Cached::Degraded) => match degraded_value {
             Some(v) => Ok(v),
-            None => Err(Error::Unavailable(dep.unavailable(tenant, rejection)).into()),
+            None => Err(unavailable(
+                py,
+                dep.unavailable_ref(tenant, rejection),
+                kept,
+            )),
         },
         Ok(v) => match v.value(py) {
             Some(v) => Ok(v.into_bound(py)),
             // The bank's values were cleared: it is being collected.
-            None => Err(Error::Unavailable(dep.unavailable(tenant, rejection)).into()),
+            None => Err(unavailable(
+                py,
+                dep.unavailable_ref(tenant, rejection),
+                kept,
+            )),
         },
-        Err(unavailable) => {
-            let err = PyErr::from(Error::Unavailable(unavailable));
+        Err(refused) => {
+            let err = unavailable(py, refused, kept);
             if let Some(cause) = raised {
                 if !cause.is_instance_of::<PyException>(py) {
                     return Err(cause);
