@@ -14,10 +14,11 @@ use pyo3::create_exception;
 use pyo3::exceptions::{
     PyBaseException, PyException, PyKeyError, PyRuntimeError, PyTypeError, PyValueError,
 };
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::{Interned, PyOnceLock};
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 use std::time::Duration;
 
 create_exception!(
@@ -382,10 +383,40 @@ fn make_unavailable(py: Python<'_>, u: UnavailableRef<'_>, kept: Kept<'_, '_>) -
         Some(k) => k.get(py, c),
         None => PyString::new(py, c),
     });
-    let retry_after = u.retry_after.map(secs);
+    let none = py.None().into_bound(py);
+    let code = code.map_or(none.clone(), Bound::into_any);
+    let retry_after = match u.retry_after {
+        Some(d) => PyFloat::new(py, secs(d)).into_any(),
+        None => none,
+    };
     let marker = py.get_type::<Unavailable>();
-    let value =
-        dependency_unavailable(py)?.call1((marker, dependency, partition, code, retry_after))?;
+    let ty = dependency_unavailable(py)?;
+    // `PyTuple_Pack` and `PyObject_Call` rather than pyo3's tuple and
+    // call: one tuple filled in one call, which becomes the exception's
+    // arguments as it is.
+    // SAFETY: five live objects, borrowed for the call; the tuple takes
+    // its own references to them.
+    let args = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyTuple_Pack(
+                5,
+                marker.as_ptr(),
+                dependency.as_ptr(),
+                partition.as_ptr(),
+                code.as_ptr(),
+                retry_after.as_ptr(),
+            ),
+        )?
+    };
+    // SAFETY: `ty` is a type object and `args` a tuple, both alive for
+    // the call; no keywords.
+    let value = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), std::ptr::null_mut()),
+        )?
+    };
     Ok(PyErr::from_value(value))
 }
 

@@ -24,7 +24,7 @@ use crate::outcome::Rules;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyStringMethods};
+use pyo3::types::PyString;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
@@ -232,7 +232,7 @@ impl DecisionBank {
 /// dependency's declared error code, which a reload may change), so a
 /// refusal reuses it rather than making one. The first string asked for
 /// is kept; another (after such a reload) is made each time.
-pub struct StrCache(PyOnceLock<Py<PyString>>);
+pub struct StrCache(PyOnceLock<(Box<str>, Py<PyString>)>);
 
 impl std::fmt::Debug for StrCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -249,10 +249,12 @@ impl Default for StrCache {
 impl StrCache {
     /// The kept str if it reads `s`, else a new one.
     pub fn get<'py>(&self, py: Python<'py>, s: &str) -> Bound<'py, PyString> {
-        let kept = self.0.get_or_init(py, || PyString::new(py, s).unbind());
-        let kept = kept.bind(py);
-        if kept.to_str().is_ok_and(|v| v == s) {
-            kept.clone()
+        // Compared on the Rust copy: no read of the Python string.
+        let (text, kept) = self
+            .0
+            .get_or_init(py, || (s.into(), PyString::new(py, s).unbind()));
+        if **text == *s {
+            kept.bind(py).clone()
         } else {
             PyString::new(py, s)
         }
