@@ -316,9 +316,20 @@ impl PyDecision {
         traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_type, traceback);
-        // An outcome recorded by hand inside the block stands.
-        if self.permit().is_some_and(|p| p.outcome().is_none()) {
-            self.finish_with(py, exc)?;
+        let Some(permit) = self.permit() else {
+            return Ok(false);
+        };
+        // An outcome recorded by hand inside the block stands: a block
+        // that returned records success unless one was (`record` then
+        // changes nothing), in one lock of the permit.
+        match exc {
+            None => {
+                let _ = permit.record(Outcome::Success);
+            }
+            Some(_) if permit.outcome().is_none() => {
+                self.finish_with(py, exc)?;
+            }
+            Some(_) => {}
         }
         Ok(false)
     }
