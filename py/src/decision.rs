@@ -287,6 +287,7 @@ impl PyDecision {
             cache_key,
             Kept::default(),
         )
+        .map_err(PyErr::from)
     }
 
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {

@@ -1,7 +1,7 @@
 //! `breakerbank.Dependency`: one dependency of a bank, resolved once.
 
 use crate::decision::PyDecision;
-use crate::errors::{secs, Error, Kept};
+use crate::errors::{secs, Error, Kept, Raised};
 use crate::fallback::{serve, PyFallback};
 use crate::held::{BankHandle, StrCache};
 use crate::outcome;
@@ -229,7 +229,7 @@ impl PyDependency {
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
         classify: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Result<Bound<'py, PyAny>, Raised<'py>> {
         // C17: refused before admission, so it counts against nothing (its
         // TypeError would otherwise be recorded as the dependency failing).
         if !f.is_callable() {
@@ -254,7 +254,9 @@ impl PyDependency {
                 };
                 let value = match result {
                     Ok(value) => value,
-                    Err(err) => return Err(self.raised(py, permit, err, deadline, classify)),
+                    Err(err) => {
+                        return Err(self.raised(py, permit, err, deadline, classify).into())
+                    }
                 };
                 let counted = permit.finish(&Ok::<(), ()>(()), Outcome::of_error);
                 self.dep.keep_stale(tenant, cache_key, counted, || {
@@ -452,6 +454,7 @@ impl PyDependency {
             cache_key,
             classify.as_ref(),
         )
+        .map_err(PyErr::from)
     }
 
     /// The async twin of `call`: returns a coroutine that awaits
@@ -683,7 +686,13 @@ DeadlineExpired."
             body(py, slf, args, nargs, kwnames)
         }));
         match result {
-            Ok(result) => result.map(Bound::into_ptr),
+            Ok(Ok(value)) => Ok(value.into_ptr()),
+            // Raised here rather than by the trampoline: a refusal's
+            // exception goes to the interpreter without a `PyErr`.
+            Ok(Err(raised)) => {
+                raised.restore(py);
+                Ok(std::ptr::null_mut())
+            }
             // No panic crosses into the interpreter.
             Err(_) => Err(PyRuntimeError::new_err(
                 "breakerbank: Dependency.call panicked",
@@ -701,10 +710,10 @@ DeadlineExpired."
         args: *const *mut ffi::PyObject,
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Result<Bound<'py, PyAny>, Raised<'py>> {
         // SAFETY: CPython passes the instance, borrowed.
         let slf = unsafe { Bound::from_borrowed_ptr(py, slf) };
-        let this = slf.cast::<PyDependency>()?.get();
+        let this = slf.cast::<PyDependency>().map_err(PyErr::from)?.get();
         let names = if kwnames.is_null() {
             None
         } else {

@@ -295,7 +295,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             &[(intern!(py, "dependency"), s(&dependency))],
         )?,
         // No message made until read (see `Field`).
-        Error::Unavailable(u) => make_unavailable(py, u.borrowed(), Kept::default())?,
+        Error::Unavailable(u) => PyErr::from_value(unavailable_value(py, u.borrowed(), Kept::default())?),
         Error::DeadlineExpired {
             dependency,
             partition,
@@ -361,10 +361,62 @@ static OVERFLOW: Interned = Interned::new(PartitionName::Overflow.as_str());
 /// them.
 pub fn unavailable(py: Python<'_>, u: UnavailableRef<'_>, kept: Kept<'_, '_>) -> PyErr {
     // Building the exception can itself fail (e.g. MemoryError): raise that.
-    make_unavailable(py, u, kept).unwrap_or_else(|err| err)
+    unavailable_value(py, u, kept).map_or_else(|err| err, PyErr::from_value)
 }
 
-fn make_unavailable(py: Python<'_>, u: UnavailableRef<'_>, kept: Kept<'_, '_>) -> PyResult<PyErr> {
+/// An error on its way to the interpreter: a `PyErr`, or an exception
+/// instance not yet wrapped in one, which `Dependency.call` raises as it
+/// is (a refusal then makes no `PyErr`).
+#[derive(Debug)]
+pub enum Raised<'py> {
+    /// Any error.
+    Err(PyErr),
+    /// A fresh exception instance, with no traceback, cause or context.
+    Exc(Bound<'py, PyAny>),
+}
+
+impl From<PyErr> for Raised<'_> {
+    fn from(e: PyErr) -> Self {
+        Raised::Err(e)
+    }
+}
+
+impl From<Error> for Raised<'_> {
+    fn from(e: Error) -> Self {
+        Raised::Err(e.into())
+    }
+}
+
+impl From<Raised<'_>> for PyErr {
+    fn from(r: Raised<'_>) -> PyErr {
+        match r {
+            Raised::Err(e) => e,
+            Raised::Exc(v) => PyErr::from_value(v),
+        }
+    }
+}
+
+impl Raised<'_> {
+    /// Sets the interpreter's error indicator to this error.
+    pub fn restore(self, py: Python<'_>) {
+        match self {
+            Raised::Err(e) => e.restore(py),
+            // SAFETY: `PyErr_Restore` takes the two references it is
+            // given (the type's, made here, and the instance's); a fresh
+            // exception has no traceback to pass.
+            Raised::Exc(v) => unsafe {
+                ffi::PyErr_Restore(v.get_type().into_ptr(), v.into_ptr(), std::ptr::null_mut())
+            },
+        }
+    }
+}
+
+/// The `DependencyUnavailable` instance of [`unavailable`].
+pub fn unavailable_value<'py>(
+    py: Python<'py>,
+    u: UnavailableRef<'_>,
+    kept: Kept<'_, 'py>,
+) -> PyResult<Bound<'py, PyAny>> {
     let dependency = match kept.name {
         Some(n) => n.bind(py).clone(),
         None => PyString::new(py, u.dependency),
@@ -411,13 +463,12 @@ fn make_unavailable(py: Python<'_>, u: UnavailableRef<'_>, kept: Kept<'_, '_>) -
     };
     // SAFETY: `ty` is a type object and `args` a tuple, both alive for
     // the call; no keywords.
-    let value = unsafe {
+    unsafe {
         Bound::from_owned_ptr_or_err(
             py,
             ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), std::ptr::null_mut()),
-        )?
-    };
-    Ok(PyErr::from_value(value))
+        )
+    }
 }
 
 /// Marks the arguments of a `DependencyUnavailable` that breakerbank

@@ -2,7 +2,7 @@
 //! behaviour, error) and every count is the core's
 //! `Dependency::serve_fallback`; this module only hands it Python values.
 
-use crate::errors::{unavailable, Error, Kept};
+use crate::errors::{unavailable, unavailable_value, Error, Kept, Raised};
 use crate::held::Cached;
 use breakerbank::{Dependency, Rejection};
 use pyo3::exceptions::PyException;
@@ -103,7 +103,7 @@ pub fn serve<'py>(
     kwargs: Option<&Bound<'py, PyDict>>,
     cache_key: Option<&str>,
     kept: Kept<'_, 'py>,
-) -> PyResult<Bound<'py, PyAny>> {
+) -> Result<Bound<'py, PyAny>, Raised<'py>> {
     if !rejection.reason.serves_fallback() {
         return Err(deadline_expired(dep, tenant).into());
     }
@@ -136,30 +136,23 @@ pub fn serve<'py>(
     match served {
         Ok(Cached::Degraded) => match degraded_value {
             Some(v) => Ok(v),
-            None => Err(unavailable(
-                py,
-                dep.unavailable_ref(tenant, rejection),
-                kept,
-            )),
+            None => Err(unavailable(py, dep.unavailable_ref(tenant, rejection), kept).into()),
         },
         Ok(v) => match v.value(py) {
             Some(v) => Ok(v.into_bound(py)),
             // The bank's values were cleared: it is being collected.
-            None => Err(unavailable(
-                py,
-                dep.unavailable_ref(tenant, rejection),
-                kept,
-            )),
+            None => Err(unavailable(py, dep.unavailable_ref(tenant, rejection), kept).into()),
         },
         Err(refused) => {
-            let err = unavailable(py, refused, kept);
-            if let Some(cause) = raised {
-                if !cause.is_instance_of::<PyException>(py) {
-                    return Err(cause);
-                }
-                err.set_cause(py, Some(cause));
+            let Some(cause) = raised else {
+                return Err(Raised::Exc(unavailable_value(py, refused, kept)?));
+            };
+            if !cause.is_instance_of::<PyException>(py) {
+                return Err(cause.into());
             }
-            Err(err)
+            let err = unavailable(py, refused, kept);
+            err.set_cause(py, Some(cause));
+            Err(err.into())
         }
     }
 }
