@@ -355,10 +355,10 @@ pub struct Kept<'a, 'py> {
 static GLOBAL: Interned = Interned::new(PartitionName::Global.as_str());
 static OVERFLOW: Interned = Interned::new(PartitionName::Overflow.as_str());
 
-/// `DependencyUnavailable` for a refusal as the core reported it (C4): one
-/// [`Unavailable`] holding the attributes as Python values, from which the
-/// message is made when read; the strings come from `kept` where it has
-/// them.
+/// `DependencyUnavailable` for a refusal as the core reported it (C4): its
+/// arguments carry the attributes as Python values (see [`Unavailable`]),
+/// and the message is made when read; the strings come from `kept` where
+/// it has them.
 pub fn unavailable(py: Python<'_>, u: UnavailableRef<'_>, kept: Kept<'_, '_>) -> PyErr {
     // Building the exception can itself fail (e.g. MemoryError): raise that.
     unavailable_value(py, u, kept).map_or_else(|err| err, PyErr::from_value)
@@ -589,9 +589,10 @@ enum FieldKind {
 }
 
 /// A descriptor on `DependencyUnavailable` reading one attribute from the
-/// arguments an instance carries (see [`Unavailable`]). A value assigned to the attribute
-/// is kept in the instance's `__dict__` and read back from there; an
-/// instance built from a plain message reads `None`, as the class default.
+/// arguments an instance carries (see [`Unavailable`]). A value assigned
+/// to the attribute is kept in the instance's `__dict__` and read back
+/// from there; an instance built from a plain message reads `None`, as the
+/// class default.
 #[pyclass(frozen, module = "breakerbank._native", name = "_UnavailableField")]
 #[derive(Debug)]
 struct Field(FieldKind);
