@@ -4,10 +4,10 @@
 use crate::clock::Instant;
 use crate::dependency::permit::*;
 use crate::dependency::*;
-use crate::fallback::{DependencyUnavailable, Fallback};
+use crate::fallback::{DependencyUnavailable, Fallback, PartitionName, UnavailableRef};
 use crate::metrics::{bump, Stats};
 use crate::outcome::*;
-use crate::partition::{GLOBAL, OVERFLOW};
+use crate::partition::GLOBAL;
 use crate::sync::AtomicU64;
 use std::any::Any;
 use std::fmt;
@@ -187,10 +187,21 @@ impl Dependency {
         tenant: Option<&str>,
         rejection: &Rejection<'_>,
     ) -> DependencyUnavailable {
-        DependencyUnavailable {
-            dependency: self.inner.name.clone(),
-            partition: self.partition_of(tenant),
-            code: rejection.fallback.code().map(str::to_string),
+        self.unavailable_ref(tenant, rejection).into_owned()
+    }
+
+    /// [`unavailable`](Self::unavailable), borrowed: nothing is
+    /// allocated (for bindings that make their own error from it).
+    pub fn unavailable_ref<'a>(
+        &'a self,
+        tenant: Option<&'a str>,
+        rejection: &Rejection<'a>,
+    ) -> UnavailableRef<'a> {
+        let tenant = self.tenant(tenant).ok().flatten();
+        UnavailableRef {
+            dependency: &self.inner.name,
+            partition: self.resolve_existing(tenant).2,
+            code: rejection.fallback.code(),
             retry_after: rejection.retry_after,
         }
     }
@@ -211,17 +222,35 @@ impl Dependency {
         cache_key: Option<&str>,
         degraded: Option<impl FnOnce() -> Option<T>>,
     ) -> Result<T, DependencyUnavailable> {
+        self.serve_fallback_ref(tenant, rejection, cache_key, degraded)
+            .map_err(UnavailableRef::into_owned)
+    }
+
+    /// [`serve_fallback`](Self::serve_fallback) with the error borrowed:
+    /// a refusal allocates nothing (for bindings that make their own
+    /// error from it).
+    pub fn serve_fallback_ref<'a, T: Clone + Send + Sync + 'static>(
+        &'a self,
+        tenant: Option<&'a str>,
+        rejection: &Rejection<'a>,
+        cache_key: Option<&str>,
+        degraded: Option<impl FnOnce() -> Option<T>>,
+    ) -> Result<T, UnavailableRef<'a>> {
         let inner = &*self.inner;
+        let unavailable = |partition, code| UnavailableRef {
+            dependency: &inner.name,
+            partition,
+            code,
+            retry_after: rejection.retry_after,
+        };
         let tenant = match self.tenant_rule(tenant) {
             Ok(t) => t,
             Err(AdmitError::TenantRequired | AdmitError::UnknownDependency) => None,
             Err(AdmitError::InvalidTenant { .. }) => {
-                return Err(DependencyUnavailable {
-                    dependency: inner.name.clone(),
-                    partition: OVERFLOW.to_string(),
-                    code: rejection.fallback.code().map(str::to_string),
-                    retry_after: rejection.retry_after,
-                })
+                return Err(unavailable(
+                    PartitionName::Overflow,
+                    rejection.fallback.code(),
+                ))
             }
         };
         let (slot, part, partition, generation) = self.resolve_existing(tenant);
@@ -232,16 +261,11 @@ impl Dependency {
                 bump(c(s));
             }
         };
-        let unavailable = |code: Option<String>| DependencyUnavailable {
-            dependency: inner.name.clone(),
-            partition: partition.clone(),
-            code,
-            retry_after: rejection.retry_after,
-        };
+        let unavailable = |code| unavailable(partition, code);
         match rejection.fallback {
             Fallback::Error { code } => {
                 count(|s| &s.fallback_error_total);
-                Err(unavailable(Some(code.clone())))
+                Err(unavailable(Some(code)))
             }
             Fallback::Degraded => match degraded.and_then(|f| f()) {
                 Some(v) => {

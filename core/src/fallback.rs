@@ -2,6 +2,7 @@
 //! stale cache behind `stale`, and [`DependencyUnavailable`].
 
 use crate::clock::Instant;
+use crate::partition::{GLOBAL, OVERFLOW};
 use crate::sync::StdArc as KeyArc;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::any::Any;
@@ -80,14 +81,100 @@ pub struct DependencyUnavailable {
     pub retry_after: Option<Duration>,
 }
 
+impl DependencyUnavailable {
+    /// The error as borrowed fields, for its message.
+    pub fn borrowed(&self) -> UnavailableRef<'_> {
+        UnavailableRef {
+            dependency: &self.dependency,
+            partition: PartitionName::of(&self.partition),
+            code: self.code.as_deref(),
+            retry_after: self.retry_after,
+        }
+    }
+}
+
 impl fmt::Display for DependencyUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.borrowed(), f)
+    }
+}
+
+/// A partition's name as a refusal reports it, borrowed: no string is
+/// made for it (C1, C9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PartitionName<'a> {
+    /// A global dependency's one partition, `global`.
+    Global,
+    /// A tenant-scoped dependency's shared partition, `<overflow>`: a
+    /// missing or invalid tenant, or one not in the table.
+    Overflow,
+    /// A tenant's own partition, named by the tenant id.
+    Tenant(&'a str),
+}
+
+impl<'a> PartitionName<'a> {
+    /// The name: the tenant id, `global` or `<overflow>`.
+    pub const fn as_str(&self) -> &'a str {
+        match *self {
+            PartitionName::Global => GLOBAL,
+            PartitionName::Overflow => OVERFLOW,
+            PartitionName::Tenant(t) => t,
+        }
+    }
+
+    /// The partition called `name` (a tenant id of either reserved name
+    /// cannot be told apart from the reserved partition, and reads as it).
+    pub fn of(name: &'a str) -> Self {
+        match name {
+            GLOBAL => PartitionName::Global,
+            OVERFLOW => PartitionName::Overflow,
+            t => PartitionName::Tenant(t),
+        }
+    }
+}
+
+impl fmt::Display for PartitionName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// [`DependencyUnavailable`] borrowed from the dependency, its declared
+/// fallback and the caller's tenant id: what a refusal reports, made
+/// without allocating. [`into_owned`](Self::into_owned) makes the error;
+/// its message is this one's `Display`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnavailableRef<'a> {
+    /// The dependency.
+    pub dependency: &'a str,
+    /// The partition.
+    pub partition: PartitionName<'a>,
+    /// The declared error code, if the fallback is `error`.
+    pub code: Option<&'a str>,
+    /// Time until the breaker next admits a probe, when known.
+    pub retry_after: Option<Duration>,
+}
+
+impl UnavailableRef<'_> {
+    /// The owned error.
+    pub fn into_owned(self) -> DependencyUnavailable {
+        DependencyUnavailable {
+            dependency: self.dependency.to_owned(),
+            partition: self.partition.as_str().to_owned(),
+            code: self.code.map(str::to_owned),
+            retry_after: self.retry_after,
+        }
+    }
+}
+
+impl fmt::Display for UnavailableRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "dependency `{}` is unavailable for partition `{}`",
             self.dependency, self.partition
         )?;
-        if let Some(code) = &self.code {
+        if let Some(code) = self.code {
             write!(f, " ({code})")?;
         }
         if let Some(r) = self.retry_after {

@@ -93,7 +93,10 @@ pub use call::{CallError, CallOptions, Classifier};
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
 pub use dependency::{Decision, Dependency, HeldPermit, Inspection, Permit, RawPermit, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};
-pub use fallback::{DependencyUnavailable, Fallback, FallbackKind, STALE_CACHE_CAPACITY};
+pub use fallback::{
+    DependencyUnavailable, Fallback, FallbackKind, PartitionName, UnavailableRef,
+    STALE_CACHE_CAPACITY,
+};
 pub use metrics::{
     DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, METRICS,
 };

@@ -170,7 +170,7 @@ impl PyBank {
         let this = slf.get();
         this.bank
             .dependency(name)
-            .map(|dep| PyDependency::new(dep, this.handle(slf)))
+            .map(|dep| PyDependency::new(slf.py(), dep, this.handle(slf)))
             .ok_or_else(|| Error::UnknownDependency {
                 name: name.to_owned(),
                 known: this

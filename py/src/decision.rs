@@ -4,7 +4,7 @@
 //! one outcome and, dropped without one, records `cancelled` (C13), so no
 //! probe slot can leak.
 
-use crate::errors::{secs, Error};
+use crate::errors::{secs, unavailable, Error, Kept};
 use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::held::{BankHandle, DecisionBank};
 use crate::outcome::{self, Rule};
@@ -285,7 +285,9 @@ impl PyDecision {
             args.unwrap_or(&empty),
             kwargs,
             cache_key,
+            Kept::default(),
         )
+        .map_err(PyErr::from)
     }
 
     fn __enter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
@@ -295,12 +297,15 @@ impl PyDecision {
         };
         let tenant = this.tenant.as_deref();
         Err(if r.reason.serves_fallback() {
-            // Raised, not served: `unavailable` counts no fallback (C14).
-            Error::Unavailable(this.dep().unavailable(tenant, &r))
+            // Raised, not served: `unavailable_ref` counts no fallback (C14).
+            unavailable(
+                slf.py(),
+                this.dep().unavailable_ref(tenant, &r),
+                Kept::default(),
+            )
         } else {
-            deadline_expired(this.dep(), tenant)
-        }
-        .into())
+            deadline_expired(this.dep(), tenant).into()
+        })
     }
 
     #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]
@@ -312,9 +317,20 @@ impl PyDecision {
         traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_type, traceback);
-        // An outcome recorded by hand inside the block stands.
-        if self.permit().is_some_and(|p| p.outcome().is_none()) {
-            self.finish_with(py, exc)?;
+        let Some(permit) = self.permit() else {
+            return Ok(false);
+        };
+        // An outcome recorded by hand inside the block stands: a block
+        // that returned records success unless one was (`record` then
+        // changes nothing), in one lock of the permit.
+        match exc {
+            None => {
+                let _ = permit.record(Outcome::Success);
+            }
+            Some(_) if permit.outcome().is_none() => {
+                self.finish_with(py, exc)?;
+            }
+            Some(_) => {}
         }
         Ok(false)
     }

@@ -1,9 +1,9 @@
 //! `breakerbank.Dependency`: one dependency of a bank, resolved once.
 
 use crate::decision::PyDecision;
-use crate::errors::{secs, Error};
+use crate::errors::{secs, Error, Kept, Raised};
 use crate::fallback::{serve, PyFallback};
-use crate::held::BankHandle;
+use crate::held::{BankHandle, StrCache};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
 use breakerbank::{Decision, Dependency, Instant, Outcome, Permit, TripPolicy};
@@ -22,6 +22,10 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 #[derive(Debug)]
 pub struct PyDependency {
     pub(crate) dep: Dependency,
+    /// The dependency's name and its declared error code as Python
+    /// strings, for the refusals' errors.
+    name: Py<PyString>,
+    code: StrCache,
     /// The bank this handle came from. `dep` keeps the core, and so the
     /// bank's listeners and stale values, alive; referring to the bank makes
     /// that visible to the collector (see `held`).
@@ -191,8 +195,23 @@ static ACALL_WITH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 impl PyDependency {
     /// Wraps a resolved core dependency of `bank`.
-    pub fn new(dep: Dependency, bank: BankHandle) -> Self {
-        Self { dep, bank }
+    pub fn new(py: Python<'_>, dep: Dependency, bank: BankHandle) -> Self {
+        Self {
+            name: PyString::new(py, dep.name()).unbind(),
+            code: StrCache::default(),
+            dep,
+            bank,
+        }
+    }
+
+    /// What a refusal's error reuses of this handle, and the caller's
+    /// tenant object.
+    fn kept<'a, 'py>(&'a self, tenant: Option<&'a Bound<'py, PyString>>) -> Kept<'a, 'py> {
+        Kept {
+            name: Some(&self.name),
+            code: Some(&self.code),
+            tenant,
+        }
     }
 
     /// The body of `call` / `call_with`: admit, run, record, or fall back.
@@ -205,11 +224,12 @@ impl PyDependency {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
         tenant: Option<&str>,
+        tenant_obj: Option<&Bound<'py, PyString>>,
         deadline: Option<f64>,
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
         classify: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Result<Bound<'py, PyAny>, Raised<'py>> {
         // C17: refused before admission, so it counts against nothing (its
         // TypeError would otherwise be recorded as the dependency failing).
         if !f.is_callable() {
@@ -234,7 +254,9 @@ impl PyDependency {
                 };
                 let value = match result {
                     Ok(value) => value,
-                    Err(err) => return Err(self.raised(py, permit, err, deadline, classify)),
+                    Err(err) => {
+                        return Err(self.raised(py, permit, err, deadline, classify).into())
+                    }
                 };
                 let counted = permit.finish(&Ok::<(), ()>(()), Outcome::of_error);
                 self.dep.keep_stale(tenant, cache_key, counted, || {
@@ -243,7 +265,15 @@ impl PyDependency {
                 Ok(value)
             }
             Decision::Rejected(rejection) => serve(
-                py, &self.dep, tenant, &rejection, fallback, args, kwargs, cache_key,
+                py,
+                &self.dep,
+                tenant,
+                &rejection,
+                fallback,
+                args,
+                kwargs,
+                cache_key,
+                self.kept(tenant_obj),
             ),
         }
     }
@@ -418,11 +448,13 @@ impl PyDependency {
             args.unwrap_or(&empty),
             kwargs,
             tenant,
+            None,
             deadline,
             fallback,
             cache_key,
             classify.as_ref(),
         )
+        .map_err(PyErr::from)
     }
 
     /// The async twin of `call`: returns a coroutine that awaits
@@ -604,7 +636,10 @@ mod vectorcall {
     static DEF: Def = Def(ffi::PyMethodDef {
         ml_name: c"call".as_ptr(),
         ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFastWithKeywords: call,
+            PyCFunctionFastWithKeywords: pyo3::impl_::trampoline::get_trampoline_function!(
+                fastcall_cfunction_with_keywords,
+                call
+            ),
         },
         ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
         ml_doc: c"call($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
@@ -633,32 +668,36 @@ DeadlineExpired."
         ty.setattr(intern!(py, "call"), descr)
     }
 
-    unsafe extern "C" fn call(
+    /// The method's body as pyo3's fastcall trampoline runs it: the
+    /// interpreter is attached (the caller's), which the trampoline only
+    /// records for pyo3, where `Python::attach` would ask CPython.
+    ///
+    /// # Safety
+    /// As for [`body`].
+    unsafe fn call(
+        py: Python<'_>,
         slf: *mut ffi::PyObject,
         args: *const *mut ffi::PyObject,
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
-    ) -> *mut ffi::PyObject {
-        // CPython calls a method with the interpreter attached: `attach`
-        // only records that for pyo3.
-        Python::attach(|py| {
-            // SAFETY: the arguments are CPython's, as `body` requires.
-            let result = catch_unwind(AssertUnwindSafe(|| unsafe {
-                body(py, slf, args, nargs, kwnames)
-            }));
-            match result {
-                Ok(Ok(value)) => value.into_ptr(),
-                Ok(Err(err)) => {
-                    err.restore(py);
-                    std::ptr::null_mut()
-                }
-                // No panic crosses into the interpreter.
-                Err(_) => {
-                    PyRuntimeError::new_err("breakerbank: Dependency.call panicked").restore(py);
-                    std::ptr::null_mut()
-                }
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: the arguments are CPython's, as `body` requires.
+        let result = catch_unwind(AssertUnwindSafe(|| unsafe {
+            body(py, slf, args, nargs, kwnames)
+        }));
+        match result {
+            Ok(Ok(value)) => Ok(value.into_ptr()),
+            // Raised here rather than by the trampoline: a refusal's
+            // exception goes to the interpreter without a `PyErr`.
+            Ok(Err(raised)) => {
+                raised.restore(py);
+                Ok(std::ptr::null_mut())
             }
-        })
+            // No panic crosses into the interpreter.
+            Err(_) => Err(PyRuntimeError::new_err(
+                "breakerbank: Dependency.call panicked",
+            )),
+        }
     }
 
     /// # Safety
@@ -671,10 +710,10 @@ DeadlineExpired."
         args: *const *mut ffi::PyObject,
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Result<Bound<'py, PyAny>, Raised<'py>> {
         // SAFETY: CPython passes the instance, borrowed.
         let slf = unsafe { Bound::from_borrowed_ptr(py, slf) };
-        let this = slf.cast::<PyDependency>()?.get();
+        let this = slf.cast::<PyDependency>().map_err(PyErr::from)?.get();
         let names = if kwnames.is_null() {
             None
         } else {
@@ -718,7 +757,12 @@ DeadlineExpired."
                 }
             }
         }
-        let o = checked_options(found)?;
+        // Without keywords there is nothing to check.
+        let o = if names.is_none() {
+            CallOptions::default()
+        } else {
+            checked_options(found)?
+        };
         let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
         let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
         this.run(
@@ -727,6 +771,7 @@ DeadlineExpired."
             &rest,
             extra.as_ref(),
             tenant,
+            o.tenant.as_ref(),
             o.deadline,
             o.fallback.as_ref(),
             cache_key,

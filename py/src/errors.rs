@@ -8,14 +8,16 @@
 //! builds a fresh instance (no shared exception object, so no traceback
 //! growth across raises).
 
-use breakerbank::{AdmitError, ConfigError, DependencyUnavailable};
+use crate::held::StrCache;
+use breakerbank::{AdmitError, ConfigError, DependencyUnavailable, PartitionName, UnavailableRef};
 use pyo3::create_exception;
 use pyo3::exceptions::{
     PyBaseException, PyException, PyKeyError, PyRuntimeError, PyTypeError, PyValueError,
 };
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
+use pyo3::sync::{Interned, PyOnceLock};
 use pyo3::types::{PyDict, PyFloat, PyList, PyString, PyTuple, PyType};
 use std::time::Duration;
 
@@ -74,6 +76,7 @@ impl Subclass {
                 for (name, kind) in Field::ALL {
                     ns.set_item(name, Field(kind))?;
                 }
+                add_text_methods(py, &ns)?;
             }
             let ty = py
                 .get_type::<PyType>()
@@ -291,11 +294,8 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             format!("dependency `{dependency}`: {error}"),
             &[(intern!(py, "dependency"), s(&dependency))],
         )?,
-        // The rejection path: one object for what the core said, no
-        // message and no attribute made until read (see `Field`).
-        Error::Unavailable(u) => PyErr::from_value(
-            dependency_unavailable(py)?.call1((Bound::new(py, Unavailable(u))?,))?,
-        ),
+        // No message made until read (see `Field`).
+        Error::Unavailable(u) => PyErr::from_value(unavailable_value(py, u.borrowed(), Kept::default())?),
         Error::DeadlineExpired {
             dependency,
             partition,
@@ -340,62 +340,241 @@ impl From<Error> for PyErr {
     }
 }
 
-/// What a `DependencyUnavailable` carries, as the core gave it: its only
-/// argument, from which the message (`str`, `repr`) and the attributes are
-/// made when read, so a rejection formats nothing.
+/// The Python strings a refusal's `DependencyUnavailable` is made of, where
+/// the caller keeps them: none is made for the refusal then.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Kept<'a, 'py> {
+    /// The dependency's name.
+    pub name: Option<&'a Py<PyString>>,
+    /// The dependency's declared error code.
+    pub code: Option<&'a StrCache>,
+    /// The caller's tenant id, as it was given.
+    pub tenant: Option<&'a Bound<'py, PyString>>,
+}
+
+static GLOBAL: Interned = Interned::new(PartitionName::Global.as_str());
+static OVERFLOW: Interned = Interned::new(PartitionName::Overflow.as_str());
+
+/// `DependencyUnavailable` for a refusal as the core reported it (C4): its
+/// arguments carry the attributes as Python values (see [`Unavailable`]),
+/// and the message is made when read; the strings come from `kept` where
+/// it has them.
+pub fn unavailable(py: Python<'_>, u: UnavailableRef<'_>, kept: Kept<'_, '_>) -> PyErr {
+    // Building the exception can itself fail (e.g. MemoryError): raise that.
+    unavailable_value(py, u, kept).map_or_else(|err| err, PyErr::from_value)
+}
+
+/// An error on its way to the interpreter: a `PyErr`, or an exception
+/// instance not yet wrapped in one, which `Dependency.call` raises as it
+/// is (a refusal then makes no `PyErr`).
+#[derive(Debug)]
+pub enum Raised<'py> {
+    /// Any error.
+    Err(PyErr),
+    /// A fresh exception instance, with no traceback, cause or context.
+    Exc(Bound<'py, PyAny>),
+}
+
+impl From<PyErr> for Raised<'_> {
+    fn from(e: PyErr) -> Self {
+        Raised::Err(e)
+    }
+}
+
+impl From<Error> for Raised<'_> {
+    fn from(e: Error) -> Self {
+        Raised::Err(e.into())
+    }
+}
+
+impl From<Raised<'_>> for PyErr {
+    fn from(r: Raised<'_>) -> PyErr {
+        match r {
+            Raised::Err(e) => e,
+            Raised::Exc(v) => PyErr::from_value(v),
+        }
+    }
+}
+
+impl Raised<'_> {
+    /// Sets the interpreter's error indicator to this error.
+    pub fn restore(self, py: Python<'_>) {
+        match self {
+            Raised::Err(e) => e.restore(py),
+            // SAFETY: `PyErr_Restore` takes the two references it is
+            // given (the type's, made here, and the instance's); a fresh
+            // exception has no traceback to pass.
+            Raised::Exc(v) => unsafe {
+                ffi::PyErr_Restore(v.get_type().into_ptr(), v.into_ptr(), std::ptr::null_mut())
+            },
+        }
+    }
+}
+
+/// The `DependencyUnavailable` instance of [`unavailable`].
+pub fn unavailable_value<'py>(
+    py: Python<'py>,
+    u: UnavailableRef<'_>,
+    kept: Kept<'_, 'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let dependency = match kept.name {
+        Some(n) => n.bind(py).clone(),
+        None => PyString::new(py, u.dependency),
+    };
+    let partition = match u.partition {
+        PartitionName::Global => GLOBAL.get(py).clone(),
+        PartitionName::Overflow => OVERFLOW.get(py).clone(),
+        PartitionName::Tenant(t) => {
+            match kept.tenant.filter(|k| k.to_str().is_ok_and(|v| v == t)) {
+                Some(k) => k.clone(),
+                None => PyString::new(py, t),
+            }
+        }
+    };
+    let code = u.code.map(|c| match kept.code {
+        Some(k) => k.get(py, c),
+        None => PyString::new(py, c),
+    });
+    let none = py.None().into_bound(py);
+    let code = code.map_or(none.clone(), Bound::into_any);
+    let retry_after = match u.retry_after {
+        Some(d) => PyFloat::new(py, secs(d)).into_any(),
+        None => none,
+    };
+    let marker = py.get_type::<Unavailable>();
+    let ty = dependency_unavailable(py)?;
+    // `PyTuple_Pack` and `PyObject_Call` rather than pyo3's tuple and
+    // call: one tuple filled in one call, which becomes the exception's
+    // arguments as it is.
+    // SAFETY: five live objects, borrowed for the call; the tuple takes
+    // its own references to them.
+    let args = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyTuple_Pack(
+                5,
+                marker.as_ptr(),
+                dependency.as_ptr(),
+                partition.as_ptr(),
+                code.as_ptr(),
+                retry_after.as_ptr(),
+            ),
+        )?
+    };
+    // SAFETY: `ty` is a type object and `args` a tuple, both alive for
+    // the call; no keywords.
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), std::ptr::null_mut()),
+        )
+    }
+}
+
+/// Marks the arguments of a `DependencyUnavailable` that breakerbank
+/// raised: `(_Unavailable, dependency, partition, code, retry_after)`, the
+/// attributes as Python values, from which the message (`str`, `repr`,
+/// `args`) is made when read, so a rejection formats nothing and makes no
+/// object besides the exception and its arguments. A type, so that it
+/// pickles (and copies) as itself with the exception.
 #[pyclass(frozen, module = "breakerbank._native", name = "_Unavailable")]
 #[derive(Debug)]
-pub struct Unavailable(DependencyUnavailable);
+pub struct Unavailable;
 
-#[pymethods]
-impl Unavailable {
-    /// For pickling (`__reduce__`): the four attributes.
-    #[new]
-    #[pyo3(signature = (dependency, partition, code, retry_after))]
-    fn new(
-        dependency: String,
-        partition: String,
-        code: Option<String>,
-        retry_after: Option<f64>,
-    ) -> PyResult<Self> {
-        let retry_after = retry_after
+/// The attributes a raised `DependencyUnavailable` carries (see
+/// [`Unavailable`]).
+struct Carried<'py> {
+    dependency: Bound<'py, PyAny>,
+    partition: Bound<'py, PyAny>,
+    code: Bound<'py, PyAny>,
+    retry_after: Bound<'py, PyAny>,
+}
+
+impl<'py> Carried<'py> {
+    /// What `raw`, an exception's stored arguments, carries, if they are
+    /// breakerbank's.
+    fn of(raw: &Bound<'py, PyAny>) -> Option<Self> {
+        let t = raw.cast::<PyTuple>().ok()?;
+        if t.len() != 5 || !t.get_item(0).ok()?.is(raw.py().get_type::<Unavailable>()) {
+            return None;
+        }
+        Some(Self {
+            dependency: t.get_item(1).ok()?,
+            partition: t.get_item(2).ok()?,
+            code: t.get_item(3).ok()?,
+            retry_after: t.get_item(4).ok()?,
+        })
+    }
+
+    /// The message, as the core words it.
+    fn message(&self) -> PyResult<String> {
+        let dependency = self.dependency.cast::<PyString>()?;
+        let partition = self.partition.cast::<PyString>()?;
+        let code: Option<Bound<'py, PyString>> = self.code.extract()?;
+        let code = code.as_ref().map(|c| c.to_str()).transpose()?;
+        let retry_after = self
+            .retry_after
+            .extract::<Option<f64>>()?
             .map(Duration::try_from_secs_f64)
             .transpose()
             .map_err(|e| PyValueError::new_err(format!("retry_after: {e}")))?;
-        Ok(Self(DependencyUnavailable {
-            dependency,
-            partition,
+        let u = UnavailableRef {
+            dependency: dependency.to_str()?,
+            partition: PartitionName::of(partition.to_str()?),
             code,
             retry_after,
-        }))
+        };
+        Ok(u.to_string())
     }
+}
 
-    fn __str__(&self) -> String {
-        self.0.to_string()
+/// `DependencyUnavailable.__str__` / `__repr__`: the message for one
+/// breakerbank raised, else `BaseException`'s.
+#[pyfunction]
+fn unavailable_text<'py>(exc: &Bound<'py, PyAny>, repr: bool) -> PyResult<Bound<'py, PyAny>> {
+    let py = exc.py();
+    let raw = base_args(py)?.call_method1(intern!(py, "__get__"), (exc,))?;
+    let Some(carried) = Carried::of(&raw) else {
+        let method = if repr {
+            intern!(py, "__repr__")
+        } else {
+            intern!(py, "__str__")
+        };
+        return py
+            .get_type::<PyBaseException>()
+            .getattr(method)?
+            .call1((exc,));
+    };
+    let message = PyString::new(py, &carried.message()?);
+    if !repr {
+        return Ok(message.into_any());
     }
+    let name = exc.get_type().name()?;
+    Ok(PyString::new(py, &format!("{name}({})", message.repr()?)).into_any())
+}
 
-    fn __repr__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        PyString::new(py, &self.0.to_string()).repr()
-    }
+/// The methods `DependencyUnavailable` defines in Python, so that they
+/// bind to the instance; they call [`unavailable_text`].
+const TEXT_METHODS: &std::ffi::CStr = c"def __str__(self):
+    return _text(self, False)
 
-    #[allow(clippy::type_complexity)]
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> (
-        Bound<'py, PyType>,
-        (String, String, Option<String>, Option<f64>),
-    ) {
-        let u = &slf.get().0;
-        (
-            slf.get_type(),
-            (
-                u.dependency.clone(),
-                u.partition.clone(),
-                u.code.clone(),
-                u.retry_after.map(secs),
-            ),
-        )
+
+def __repr__(self):
+    return _text(self, True)
+";
+
+/// Puts `__str__` and `__repr__` (see [`TEXT_METHODS`]) in `ns`.
+fn add_text_methods(py: Python<'_>, ns: &Bound<'_, PyDict>) -> PyResult<()> {
+    let globals = PyDict::new(py);
+    globals.set_item("__name__", "breakerbank")?;
+    globals.set_item("_text", wrap_pyfunction!(unavailable_text, py)?)?;
+    py.run(TEXT_METHODS, Some(&globals), None)?;
+    for name in ["__str__", "__repr__"] {
+        let f = globals.as_any().get_item(name)?;
+        f.setattr("__qualname__", format!("DependencyUnavailable.{name}"))?;
+        ns.set_item(name, f)?;
     }
+    Ok(())
 }
 
 /// Which attribute a [`Field`] reads.
@@ -410,9 +589,10 @@ enum FieldKind {
 }
 
 /// A descriptor on `DependencyUnavailable` reading one attribute from the
-/// [`Unavailable`] an instance carries. A value assigned to the attribute
-/// is kept in the instance's `__dict__` and read back from there; an
-/// instance built from a plain message reads `None`, as the class default.
+/// arguments an instance carries (see [`Unavailable`]). A value assigned
+/// to the attribute is kept in the instance's `__dict__` and read back
+/// from there; an instance built from a plain message reads `None`, as the
+/// class default.
 #[pyclass(frozen, module = "breakerbank._native", name = "_UnavailableField")]
 #[derive(Debug)]
 struct Field(FieldKind);
@@ -465,15 +645,10 @@ impl Field {
             });
         };
         let raw = base.call_method1(intern!(py, "__get__"), (&obj,))?;
-        let info = raw
-            .cast::<PyTuple>()
-            .ok()
-            .filter(|t| t.len() == 1)
-            .and_then(|t| t.get_item(0).ok())
-            .and_then(|i| i.cast_into::<Unavailable>().ok());
+        let carried = Carried::of(&raw);
         if let FieldKind::Args = self.0 {
-            return match info {
-                Some(i) => Ok(PyTuple::new(py, [i.str()?])?.into_any()),
+            return match carried {
+                Some(c) => Ok(PyTuple::new(py, [c.message()?])?.into_any()),
                 None => Ok(raw),
             };
         }
@@ -482,22 +657,14 @@ impl Field {
                 return Ok(v);
             }
         }
-        let Some(info) = info else {
+        let Some(c) = carried else {
             return Ok(py.None().into_bound(py));
         };
-        let u = &info.get().0;
-        let s = |v: &str| PyString::new(py, v).into_any();
         Ok(match self.0 {
-            FieldKind::Dependency => s(&u.dependency),
-            FieldKind::Partition => s(&u.partition),
-            FieldKind::Code => u
-                .code
-                .as_deref()
-                .map_or_else(|| py.None().into_bound(py), s),
-            FieldKind::RetryAfter => match u.retry_after {
-                Some(d) => PyFloat::new(py, secs(d)).into_any(),
-                None => py.None().into_bound(py),
-            },
+            FieldKind::Dependency => c.dependency,
+            FieldKind::Partition => c.partition,
+            FieldKind::Code => c.code,
+            FieldKind::RetryAfter => c.retry_after,
             FieldKind::Args => unreachable!("handled above"),
         })
     }

@@ -2,7 +2,7 @@
 //! behaviour, error) and every count is the core's
 //! `Dependency::serve_fallback`; this module only hands it Python values.
 
-use crate::errors::Error;
+use crate::errors::{unavailable, unavailable_value, Error, Kept, Raised};
 use crate::held::Cached;
 use breakerbank::{Dependency, Rejection};
 use pyo3::exceptions::PyException;
@@ -102,7 +102,8 @@ pub fn serve<'py>(
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
     cache_key: Option<&str>,
-) -> PyResult<Bound<'py, PyAny>> {
+    kept: Kept<'_, 'py>,
+) -> Result<Bound<'py, PyAny>, Raised<'py>> {
     if !rejection.reason.serves_fallback() {
         return Err(deadline_expired(dep, tenant).into());
     }
@@ -114,7 +115,12 @@ pub fn serve<'py>(
         let raised = &mut raised;
         let value = &mut degraded_value;
         move || -> Option<Cached> {
-            match f.call(args, kwargs) {
+            let result = if args.is_empty() && kwargs.is_none() {
+                f.call0()
+            } else {
+                f.call(args, kwargs)
+            };
+            match result {
                 Ok(v) => {
                     *value = Some(v);
                     Some(Cached::Degraded)
@@ -126,25 +132,27 @@ pub fn serve<'py>(
             }
         }
     });
-    match dep.serve_fallback(tenant, rejection, cache_key, degraded) {
+    let served = dep.serve_fallback_ref(tenant, rejection, cache_key, degraded);
+    match served {
         Ok(Cached::Degraded) => match degraded_value {
             Some(v) => Ok(v),
-            None => Err(Error::Unavailable(dep.unavailable(tenant, rejection)).into()),
+            None => Err(unavailable(py, dep.unavailable_ref(tenant, rejection), kept).into()),
         },
         Ok(v) => match v.value(py) {
             Some(v) => Ok(v.into_bound(py)),
             // The bank's values were cleared: it is being collected.
-            None => Err(Error::Unavailable(dep.unavailable(tenant, rejection)).into()),
+            None => Err(unavailable(py, dep.unavailable_ref(tenant, rejection), kept).into()),
         },
-        Err(unavailable) => {
-            let err = PyErr::from(Error::Unavailable(unavailable));
-            if let Some(cause) = raised {
-                if !cause.is_instance_of::<PyException>(py) {
-                    return Err(cause);
-                }
-                err.set_cause(py, Some(cause));
+        Err(refused) => {
+            let Some(cause) = raised else {
+                return Err(Raised::Exc(unavailable_value(py, refused, kept)?));
+            };
+            if !cause.is_instance_of::<PyException>(py) {
+                return Err(cause.into());
             }
-            Err(err)
+            let err = unavailable(py, refused, kept);
+            err.set_cause(py, Some(cause));
+            Err(err.into())
         }
     }
 }

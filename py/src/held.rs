@@ -23,6 +23,8 @@
 use crate::outcome::Rules;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
@@ -223,5 +225,38 @@ impl DecisionBank {
     /// Reports the bank to the collector.
     pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.bank)
+    }
+}
+
+/// A Python str kept for a Rust string that seldom changes (a
+/// dependency's declared error code, which a reload may change), so a
+/// refusal reuses it rather than making one. The first string asked for
+/// is kept; another (after such a reload) is made each time.
+pub struct StrCache(PyOnceLock<(Box<str>, Py<PyString>)>);
+
+impl std::fmt::Debug for StrCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StrCache")
+    }
+}
+
+impl Default for StrCache {
+    fn default() -> Self {
+        Self(PyOnceLock::new())
+    }
+}
+
+impl StrCache {
+    /// The kept str if it reads `s`, else a new one.
+    pub fn get<'py>(&self, py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+        // Compared on the Rust copy: no read of the Python string.
+        let (text, kept) = self
+            .0
+            .get_or_init(py, || (s.into(), PyString::new(py, s).unbind()));
+        if **text == *s {
+            kept.bind(py).clone()
+        } else {
+            PyString::new(py, s)
+        }
     }
 }

@@ -57,7 +57,7 @@ impl Dependency {
             if let Some(generation) = machine::admits_closed(w) {
                 return Ok(self.admitted(closed_permit(0, generation), Some(p)));
             }
-            if w.phase() == Phase::Open {
+            if matches!(w.phase(), Phase::Open | Phase::ForcedOpen) {
                 return self.decode(self.answer_open(p, w));
             }
         }
@@ -127,11 +127,19 @@ impl Dependency {
         Some(PackedAnswer::refused_open(retry_ns))
     }
 
-    /// An open global word: refused here while the period runs, else the
+    /// An open or forced-open global word: refused here (an open one
+    /// while the period runs, as `machine::admit` would), else the
     /// general path. Out of line, so the closed path above stays small
     /// enough to inline into every caller.
     #[inline(never)]
     pub(crate) fn answer_open(&self, p: &Partition, w: Word) -> PackedAnswer {
+        if machine::refuses_forced(w) {
+            let pin = pin_for(0);
+            if let Some(stats) = self.counters(0, p, w.generation(), &pin) {
+                stats.count_flood(Flood::ForcedOpen);
+            }
+            return PackedAnswer::rejected(RejectReason::ForcedOpen, None);
+        }
         match self.refuse_open(0, p, w) {
             Some(retry_ns) => PackedAnswer::refused_open(retry_ns),
             None => self.admit_slow(None, None),

@@ -3,6 +3,7 @@
 use crate::clock::Instant;
 use crate::dependency::*;
 use crate::events::{Event, EventKind};
+use crate::fallback::PartitionName;
 use crate::metrics::{DependencyMetrics, PartitionMetrics};
 use crate::outcome::State;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
@@ -417,14 +418,22 @@ impl Dependency {
         self.operate(tenant, EventKind::HalfOpen)
     }
 
-    pub(crate) fn resolve_existing(&self, tenant: Option<&str>) -> (u32, &Partition, String, u64) {
+    pub(crate) fn resolve_existing<'t>(
+        &self,
+        tenant: Option<&'t str>,
+    ) -> (u32, &Partition, PartitionName<'t>, u64) {
         match (self.parts(), tenant) {
-            (Parts::Global(p), _) => (0, p, GLOBAL.to_string(), 0),
+            (Parts::Global(p), _) => (0, p, PartitionName::Global, 0),
             (Parts::Tenant(t, shared), Some(name)) => match t.lookup(name) {
-                Some(r) => (r.slot, r.part, name.to_string(), r.owner.generation),
-                None => (0, shared, OVERFLOW.to_string(), 0),
+                Some(r) => (
+                    r.slot,
+                    r.part,
+                    PartitionName::Tenant(name),
+                    r.owner.generation,
+                ),
+                None => (0, shared, PartitionName::Overflow, 0),
             },
-            (Parts::Tenant(_, shared), None) => (0, shared, OVERFLOW.to_string(), 0),
+            (Parts::Tenant(_, shared), None) => (0, shared, PartitionName::Overflow, 0),
         }
     }
 
@@ -435,7 +444,7 @@ impl Dependency {
     /// Read-only: never creates a partition.
     pub fn partition_of(&self, tenant: Option<&str>) -> String {
         let tenant = self.tenant(tenant).ok().flatten();
-        self.resolve_existing(tenant).2
+        self.resolve_existing(tenant).2.as_str().to_owned()
     }
 
     /// The partition a call for `tenant` would be served by, by name,

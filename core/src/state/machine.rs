@@ -308,6 +308,14 @@ pub fn refuses_open(w: Word, until: Instant, now: Instant) -> Option<u64> {
     still_open_ns(until, now)
 }
 
+/// Whether [`admit`] refuses word `w` as forced open (C11): without a
+/// clock, a retry-after or a change to the word, so the cell is not
+/// needed.
+#[inline(always)]
+pub fn refuses_forced(w: Word) -> bool {
+    w.phase() == Phase::ForcedOpen
+}
+
 /// Whether [`record`] leaves word `w` as it is for the outcome of a permit
 /// of `generation` (`probe`: a probe permit), trips aside: a non-probe
 /// permit on a closed word of its own generation with no failure counted.

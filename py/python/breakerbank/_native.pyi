@@ -59,10 +59,7 @@ class DependencyUnavailable(BreakerError):
 
 @final
 class _Unavailable:
-    """What a DependencyUnavailable carries (its message and attributes are made when read)."""
-    def __new__(
-        cls, dependency: str, partition: str, code: str | None, retry_after: float | None
-    ) -> _Unavailable: ...
+    """Marks the arguments of a DependencyUnavailable breakerbank raised (its message and attributes are made when read)."""
 
 class DeadlineExpired(BreakerError):
     dependency: str | None

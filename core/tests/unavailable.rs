@@ -1,0 +1,92 @@
+//! C4: what a refusal reports, borrowed (`unavailable_ref`,
+//! `serve_fallback_ref`) and owned (`unavailable`, `serve_fallback`): the
+//! same dependency, partition, code and retry-after, and the same message.
+
+use breakerbank::{
+    Bank, Decision, DependencyUnavailable, ManualClock, PartitionName, Profile, Rejection,
+    UnavailableRef,
+};
+
+const PROFILE: &str = r#"
+dependencies:
+  payments_client:
+    isolation: tenant
+    trip: {consecutive_failures: 1}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: PAYMENT_UNAVAILABLE}
+    recovery_bound: 5m
+    max_tenants: 1
+  email_client:
+    isolation: global
+    trip: {consecutive_failures: 1}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: degraded}
+    recovery_bound: 5m
+"#;
+
+fn refused(d: Decision<'_>) -> Rejection<'_> {
+    match d {
+        Decision::Rejected(r) => r,
+        Decision::Admitted(_) => panic!("admitted"),
+    }
+}
+
+/// The borrowed and owned forms of one refusal agree, field by field and
+/// in their message.
+fn agree(borrowed: UnavailableRef<'_>, owned: &DependencyUnavailable) {
+    assert_eq!(borrowed.into_owned(), *owned);
+    assert_eq!(borrowed.to_string(), owned.to_string());
+    assert_eq!(owned.borrowed(), borrowed);
+}
+
+#[test]
+fn c4_a_refusal_reported_borrowed_is_the_owned_error() {
+    let bank = Bank::with_clock(
+        Profile::from_yaml(PROFILE).expect("profile"),
+        ManualClock::new(),
+    );
+    let pay = bank.dependency("payments_client").expect("declared");
+    let _ = pay.call(Some("acme"), None, || Err::<(), _>("down"));
+    let r = refused(pay.admit(Some("acme"), None).expect("admission"));
+    let u = pay.unavailable_ref(Some("acme"), &r);
+    assert_eq!(u.partition, PartitionName::Tenant("acme"));
+    assert_eq!(u.code, Some("PAYMENT_UNAVAILABLE"));
+    assert!(u.retry_after.is_some());
+    agree(u, &pay.unavailable(Some("acme"), &r));
+    let served = pay.serve_fallback_ref::<u32>(Some("acme"), &r, None, None::<fn() -> Option<u32>>);
+    let owned = pay.serve_fallback::<u32>(Some("acme"), &r, None, None::<fn() -> Option<u32>>);
+    agree(
+        served.expect_err("error fallback"),
+        &owned.expect_err("error fallback"),
+    );
+    // A tenant the full table has no partition for, and one whose id is
+    // too long to name one: both are reported as the overflow partition.
+    for other in ["newcomer", &"x".repeat(300)] {
+        let u = pay.unavailable_ref(Some(other), &r);
+        assert_eq!(u.partition, PartitionName::Overflow);
+        assert_eq!(u.partition.as_str(), "<overflow>");
+        agree(u, &pay.unavailable(Some(other), &r));
+        let served =
+            pay.serve_fallback_ref::<u32>(Some(other), &r, None, None::<fn() -> Option<u32>>);
+        agree(
+            served.expect_err("error fallback"),
+            &pay.unavailable(Some(other), &r),
+        );
+    }
+
+    let email = bank.dependency("email_client").expect("declared");
+    email.force_open(None);
+    let r = refused(email.admit(None, None).expect("admission"));
+    let u = email.unavailable_ref(Some("ignored"), &r);
+    assert_eq!(
+        (u.partition, u.code, u.retry_after),
+        (PartitionName::Global, None, None)
+    );
+    assert_eq!(
+        u.to_string(),
+        "dependency `email_client` is unavailable for partition `global`"
+    );
+    agree(u, &email.unavailable(None, &r));
+}
