@@ -10,8 +10,8 @@ statement of several lines indents its later lines by two spaces
         .venv/bin/python py/bench/instructions.py "dep.call(f)" $n 2>&1 | grep Collected
     done
 
-Names available to the statement: f, dep, tdep (tenant-scoped), odep (forced
-open), gdep (`degraded`, forced open: `gdep.call(f, fallback=f)`), g (a
+Names available to the statement: f, dep, tdep (tenant-scoped), odep (open:
+tripped, for an hour), gdep (`degraded`, open: `gdep.call(f, fallback=f)`), g (a
 coroutine function: "try: dep.acall(g).send(None)\n  except StopIteration:
 pass" runs one async call without an event loop), breaker,
 obreaker (open), breakers (100 pybreakers by tenant), bb, pybreaker, E,
@@ -34,9 +34,9 @@ bank = bb.Bank.from_yaml(PROFILE)
 dep = bank["payments_client"]
 tdep = bank["tenant_client"]
 odep = bb.Bank.from_yaml(PROFILE)["payments_client"]
-odep.force_open()
+odep.trip()
 gdep = bb.Bank.from_yaml(PROFILE)["degraded_client"]
-gdep.force_open()
+gdep.trip()
 breaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
 obreaker = pybreaker.CircuitBreaker(fail_max=5, reset_timeout=3600)
 obreaker.open()
