@@ -116,6 +116,12 @@ fn not_issued() -> Fail {
 
 #[cold]
 #[inline(never)]
+fn bad_outcome(outcome: bb_outcome_raw) -> Fail {
+    Fail::arg(format!("`outcome` {} is not a bb_outcome", outcome.0))
+}
+
+#[cold]
+#[inline(never)]
 fn already_recorded() -> Fail {
     Fail::arg("`permit` was already recorded")
 }
@@ -539,7 +545,7 @@ pub extern "C" fn bb_record(
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let Some(outcome) = outcome.decode() else {
-            return Err(Fail::arg(format!("`outcome` {} is not a bb_outcome", outcome.0)));
+            return Err(bad_outcome(outcome));
         };
         // Checked before anything else: an altered or made-up permit
         // redeems no ticket and changes nothing (C13).
