@@ -68,10 +68,80 @@ impl bb_bank {
     /// same words it stores.
     #[inline(always)]
     fn check_of(&self, p: &bb_permit) -> u64 {
+        self.check_of_words(p, pair32(p.bank, p.ledger), pair32(p.dependency, p.slot))
+    }
+
+    /// `check_of(p)` with the words that pair `p`'s 32-bit fields given:
+    /// `bank_ledger` = `pair32(p.bank, p.ledger)`, `dependency_slot` =
+    /// `pair32(p.dependency, p.slot)` (`bb_record` loads them whole, see
+    /// `Paired`).
+    #[inline(always)]
+    fn check_of_words(&self, p: &bb_permit, bank_ledger: u64, dependency_slot: u64) -> u64 {
         let k = &self.checks.0;
-        folded_multiply(p.ticket ^ k[0], pair32(p.bank, p.ledger) ^ k[1])
-            ^ folded_multiply(pair32(p.dependency, p.slot) ^ k[2], p.generation ^ k[3])
+        folded_multiply(p.ticket ^ k[0], bank_ledger ^ k[1])
+            ^ folded_multiply(dependency_slot ^ k[2], p.generation ^ k[3])
             ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe) ^ k[5])
+    }
+}
+
+/// A permit's adjacent 32-bit fields as the two words they form in
+/// memory, each read with one load: `bb_record` needs both the words (for
+/// the check) and the fields, and built from two loads each, a word cost
+/// a shift and an or more.
+struct Paired {
+    bank_ledger: u64,
+    dependency_slot: u64,
+}
+
+impl Paired {
+    #[inline(always)]
+    fn of(p: &bb_permit) -> Paired {
+        #[cfg(target_endian = "little")]
+        {
+            use std::mem::offset_of;
+            const _: () = {
+                assert!(offset_of!(bb_permit, ledger) == offset_of!(bb_permit, bank) + 4);
+                assert!(offset_of!(bb_permit, slot) == offset_of!(bb_permit, dependency) + 4);
+            };
+            let base = std::ptr::from_ref(p).cast::<u8>();
+            // SAFETY: both reads are of 8 bytes inside `*p` (each pair of
+            // adjacent u32 fields, offsets asserted above), initialised
+            // (fields, no padding) and readable through `p`; unaligned
+            // reads need no alignment. On a little-endian target the
+            // words are `pair32` of the fields.
+            unsafe {
+                Paired {
+                    bank_ledger: base
+                        .add(offset_of!(bb_permit, bank))
+                        .cast::<u64>()
+                        .read_unaligned(),
+                    dependency_slot: base
+                        .add(offset_of!(bb_permit, dependency))
+                        .cast::<u64>()
+                        .read_unaligned(),
+                }
+            }
+        }
+        #[cfg(not(target_endian = "little"))]
+        Paired {
+            bank_ledger: pair32(p.bank, p.ledger),
+            dependency_slot: pair32(p.dependency, p.slot),
+        }
+    }
+
+    #[inline(always)]
+    fn bank(&self) -> u32 {
+        self.bank_ledger as u32
+    }
+
+    #[inline(always)]
+    fn ledger(&self) -> u32 {
+        (self.bank_ledger >> 32) as u32
+    }
+
+    #[inline(always)]
+    fn dependency(&self) -> u32 {
+        self.dependency_slot as u32
     }
 }
 
@@ -112,6 +182,12 @@ fn unknown_id(id: u32) -> Fail {
 #[inline(never)]
 fn not_issued() -> Fail {
     Fail::arg("`permit` was not issued by this bank, or its fields were altered")
+}
+
+#[cold]
+#[inline(never)]
+fn bad_outcome(outcome: bb_outcome_raw) -> Fail {
+    Fail::arg(format!("`outcome` {} is not a bb_outcome", outcome.0))
 }
 
 #[cold]
@@ -415,8 +491,19 @@ const NO_PERMIT: bb_permit = bb_permit {
     check: 0,
 };
 
+/// `d` in whole nanoseconds, saturating at `u64::MAX`.
+///
+/// Spelled with the `u64` parts of `d` rather than `as_nanos`: for a
+/// `Duration` the core made from a nanosecond count (a refusal's
+/// retry-after), LLVM folds `secs * 10^9 + subsec` back into that count,
+/// where the `u128` of `as_nanos` left a division and a multiplication
+/// on the rejection's path.
+#[inline(always)]
 fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+    d.as_secs()
+        .checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(u64::from(d.subsec_nanos())))
+        .unwrap_or(u64::MAX)
 }
 
 /// Asks to make a call to dependency `dep` for `tenant` (C1, C3, C7, C9, C10).
@@ -471,16 +558,28 @@ pub extern "C" fn bb_admit(
                 permit.check = bank.check_of(&permit);
                 write_admitted(out, &permit);
             }
-            Ok(Decision::Rejected(r)) => out.write(bb_decision {
-                admitted: false,
-                probe: false,
-                reason: r.reason.into(),
-                fallback: r
-                    .fallback_to_serve()
-                    .map_or(bb_fallback_kind::BB_FALLBACK_NONE, |f| f.kind().into()),
-                retry_after_ns: r.retry_after.map_or(0, nanos),
-                permit: NO_PERMIT,
-            }),
+            Ok(Decision::Rejected(r)) => {
+                // The retry-after first, while the core's nanoseconds are at
+                // hand: after the branches on the reason, LLVM no longer
+                // folds the `Duration` made of them back (see `nanos`).
+                let retry_after_ns = r.retry_after.map_or(0, nanos);
+                // The declared kind read whatever the reason, then kept or
+                // not (`fallback_to_serve`'s rule) with a select rather
+                // than a branch per reason.
+                let declared = bb_fallback_kind::from(r.fallback.kind());
+                let fallback = match r.fallback_to_serve() {
+                    Some(_) => declared,
+                    None => bb_fallback_kind::BB_FALLBACK_NONE,
+                };
+                out.write(bb_decision {
+                    admitted: false,
+                    probe: false,
+                    reason: r.reason.into(),
+                    fallback,
+                    retry_after_ns,
+                    permit: NO_PERMIT,
+                });
+            }
             Err(e) => return Err(tenant_refused(d, e)),
         }
         Ok(())
@@ -516,18 +615,21 @@ pub extern "C" fn bb_record(
     ffi_boundary! {
         let bank = try_ref!(bank, "bank");
         let Some(outcome) = outcome.decode() else {
-            return Err(Fail::arg(format!("`outcome` {} is not a bb_outcome", outcome.0)));
+            return Err(bad_outcome(outcome));
         };
         // Checked before anything else: an altered or made-up permit
         // redeems no ticket and changes nothing (C13).
-        if permit.bank != bank.serial || permit.check != bank.check_of(&permit) {
+        let w = Paired::of(&permit);
+        if w.bank() != bank.serial
+            || permit.check != bank.check_of_words(&permit, w.bank_ledger, w.dependency_slot)
+        {
             return Err(not_issued());
         }
-        let d = dependency(bank, permit.dependency)?;
+        let d = dependency(bank, w.dependency())?;
         // The common case, admitted and recorded on one thread and
         // changing nothing: no read-modify-write, and nothing to record
         // (see `Mine::redeem_quiet` for why it stays exactly-once).
-        if let Some(mine) = ledger::mine(permit.ledger) {
+        if let Some(mine) = ledger::mine(w.ledger()) {
             if d.record_changes_nothing(&raw_permit(&permit), outcome) {
                 return match mine.redeem_quiet(permit.ticket) {
                     true => Ok(()),
@@ -941,6 +1043,96 @@ mod tests {
         assert_eq!(d.permit.check, b.check_of(&d.permit));
         let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_SUCCESS.into());
         assert_eq!(s, bb_status::BB_OK);
+        assert_eq!(bb_bank_free(bank), bb_status::BB_OK);
+    }
+
+    /// `nanos` is exact up to `u64::MAX` nanoseconds and saturates above.
+    #[test]
+    fn nanos_is_exact_then_saturates() {
+        for n in [
+            0,
+            1,
+            999_999_999,
+            1_000_000_000,
+            3_600_000_000_123,
+            u64::MAX,
+        ] {
+            assert_eq!(nanos(Duration::from_nanos(n)), n);
+        }
+        let max = Duration::from_nanos(u64::MAX);
+        assert_eq!(nanos(max + Duration::from_nanos(1)), u64::MAX);
+        assert_eq!(
+            nanos(Duration::from_secs(u64::MAX / 1_000_000_000 + 1)),
+            u64::MAX
+        );
+        assert_eq!(nanos(Duration::MAX), u64::MAX);
+    }
+
+    /// A rejected decision is written whole over whatever the caller's
+    /// memory held: reason, fallback (none for an expired deadline),
+    /// retry-after (an open breaker's only) and an all-zero permit.
+    #[test]
+    fn a_rejected_decision_overwrites_every_field() {
+        let mut bank = std::ptr::null_mut();
+        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut bank);
+        assert_eq!(s, bb_status::BB_OK);
+        let fresh = |dep: u32, tenant: &str, deadline_ns: u64| {
+            let mut d = std::mem::MaybeUninit::<bb_decision>::uninit();
+            // SAFETY: any bytes may be written over; read back only after
+            // bb_admit wrote the whole decision.
+            unsafe { d.as_mut_ptr().cast::<u8>().write_bytes(0xA5, 80) };
+            let s = bb_admit(
+                bank,
+                dep,
+                tenant.as_ptr().cast(),
+                tenant.len(),
+                deadline_ns,
+                d.as_mut_ptr(),
+            );
+            assert_eq!(s, bb_status::BB_OK);
+            // SAFETY: bb_admit returned BB_OK: it wrote every field.
+            unsafe { d.assume_init() }
+        };
+        let rejected = |d: &bb_decision| {
+            assert!(!d.admitted && !d.probe, "{d:?}");
+            assert_eq!(d.permit, NO_PERMIT, "{d:?}");
+        };
+        // search_client (stale fallback) trips on one failure, open an hour.
+        let p = fresh(2, "", 0).permit;
+        assert_eq!(
+            bb_record(bank, p, bb_outcome::BB_OUTCOME_FAILURE.into()),
+            bb_status::BB_OK
+        );
+        let d = fresh(2, "", 0);
+        rejected(&d);
+        assert_eq!(d.reason, bb_reason::BB_REASON_OPEN);
+        assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_STALE);
+        assert!(d.retry_after_ns > 0 && d.retry_after_ns <= 3_600_000_000_000);
+        // Forced open, per tenant (error fallback) and global (degraded).
+        let acme = "acme";
+        let s = bb_force_open(bank, 1, acme.as_ptr().cast(), acme.len());
+        assert_eq!(s, bb_status::BB_OK);
+        let d = fresh(1, acme, 0);
+        rejected(&d);
+        assert_eq!(d.reason, bb_reason::BB_REASON_FORCED_OPEN);
+        assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_ERROR);
+        assert_eq!(d.retry_after_ns, 0);
+        assert_eq!(
+            bb_force_open(bank, 0, std::ptr::null(), 0),
+            bb_status::BB_OK
+        );
+        let d = fresh(0, "", 0);
+        rejected(&d);
+        assert_eq!(d.reason, bb_reason::BB_REASON_FORCED_OPEN);
+        assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_DEGRADED);
+        assert_eq!(d.retry_after_ns, 0);
+        // An expired deadline gets no fallback.
+        assert_eq!(bb_clock_advance(bank, 10), bb_status::BB_OK);
+        let d = fresh(1, "other", 5);
+        rejected(&d);
+        assert_eq!(d.reason, bb_reason::BB_REASON_DEADLINE_EXPIRED);
+        assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_NONE);
+        assert_eq!(d.retry_after_ns, 0);
         assert_eq!(bb_bank_free(bank), bb_status::BB_OK);
     }
 
