@@ -461,13 +461,44 @@ pub fn unavailable_value<'py>(
             ),
         )?
     };
-    // SAFETY: `ty` is a type object and `args` a tuple, both alive for
-    // the call; no keywords.
+    new_instance(&ty, &args)
+}
+
+/// `ty(*args)` for `args` a tuple, as `type.__call__` makes it (the
+/// type's `tp_new`, then its `tp_init` on an instance of the type),
+/// without the generic call's dispatch to get there.
+fn new_instance<'py>(
+    ty: &Bound<'py, PyType>,
+    args: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = ty.py();
+    let null = std::ptr::null_mut();
+    // SAFETY: `ty` is a live type object; a slot read from it is null or
+    // a function of the slot's signature, called with the arguments
+    // `type.__call__` gives it (the type, or the new instance, then the
+    // argument tuple and no keywords), all alive for the call.
     unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), std::ptr::null_mut()),
-        )
+        let new = ffi::PyType_GetSlot(ty.as_type_ptr(), ffi::Py_tp_new);
+        if new.is_null() {
+            return Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), null),
+            );
+        }
+        let new: ffi::newfunc = std::mem::transmute(new);
+        let obj = Bound::from_owned_ptr_or_err(py, new(ty.as_type_ptr(), args.as_ptr(), null))?;
+        let of_ty = ffi::Py_TYPE(obj.as_ptr()) == ty.as_type_ptr()
+            || ffi::PyType_IsSubtype(ffi::Py_TYPE(obj.as_ptr()), ty.as_type_ptr()) != 0;
+        if of_ty {
+            let init = ffi::PyType_GetSlot(ty.as_type_ptr(), ffi::Py_tp_init);
+            if !init.is_null() {
+                let init: ffi::initproc = std::mem::transmute(init);
+                if init(obj.as_ptr(), args.as_ptr(), null) < 0 {
+                    return Err(PyErr::fetch(py));
+                }
+            }
+        }
+        Ok(obj)
     }
 }
 
