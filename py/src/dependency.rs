@@ -2,7 +2,7 @@
 
 use crate::decision::PyDecision;
 use crate::errors::{secs, Error, Kept, Raised};
-use crate::fallback::{serve, PyFallback};
+use crate::fallback::{call_args, serve, PyFallback};
 use crate::held::{BankHandle, StrCache};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
@@ -230,7 +230,7 @@ impl PyDependency {
         &self,
         py: Python<'py>,
         f: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
+        args: Option<&Bound<'py, PyTuple>>,
         kwargs: Option<&Bound<'py, PyDict>>,
         tenant: Option<&str>,
         tenant_obj: Option<&Bound<'py, PyString>>,
@@ -256,12 +256,7 @@ impl PyDependency {
             .map_err(|e| Error::admit(self.dep.name(), e))?;
         match decision {
             Decision::Admitted(permit) => {
-                let result = if args.is_empty() && kwargs.is_none() {
-                    f.call0()
-                } else {
-                    f.call(args, kwargs)
-                };
-                let value = match result {
+                let value = match call_args(f, args, kwargs) {
                     Ok(value) => value,
                     Err(err) => {
                         return Err(self.raised(py, permit, err, deadline, classify).into())
@@ -449,12 +444,11 @@ impl PyDependency {
         classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let classify = outcome::per_call(classify)?;
-        let empty = PyTuple::empty(py);
         let kwargs = kwargs.filter(|k| !k.is_empty());
         self.run(
             py,
             fn_,
-            args.unwrap_or(&empty),
+            args,
             kwargs,
             tenant,
             None,
@@ -747,10 +741,11 @@ DeadlineExpired."
             .into());
         };
         let f = arg(first);
+        // No tuple for a call without positional arguments.
         let rest = if nargs == 1 {
-            PyTuple::empty(py)
+            None
         } else {
-            PyTuple::new(py, values[1..nargs].iter().map(|&p| arg(p)))?
+            Some(PyTuple::new(py, values[1..nargs].iter().map(|&p| arg(p)))?)
         };
         // Borrowed, as CPython passes them: a keyword of ours costs no
         // reference count until it is checked.
@@ -781,7 +776,7 @@ DeadlineExpired."
         this.run(
             py,
             &f,
-            &rest,
+            rest.as_ref(),
             extra.as_ref(),
             tenant,
             o.tenant.as_ref(),
