@@ -275,14 +275,13 @@ impl PyDecision {
             ))
             .into());
         };
-        let empty = PyTuple::empty(py);
         serve(
             py,
             self.dep(),
             self.tenant.as_deref(),
             &rejection,
             fallback,
-            args.unwrap_or(&empty),
+            args,
             kwargs,
             cache_key,
             Kept::default(),

@@ -2,7 +2,7 @@
 
 use crate::decision::PyDecision;
 use crate::errors::{secs, Error, Kept, Raised};
-use crate::fallback::{serve, PyFallback};
+use crate::fallback::{call_args, serve, PyFallback};
 use crate::held::{BankHandle, StrCache};
 use crate::outcome;
 use crate::time::{instant_secs, opt_deadline};
@@ -88,14 +88,18 @@ fn opt_seconds(v: Bound<'_, PyAny>, what: &str) -> Result<Option<f64>, Error> {
 }
 
 /// The names of `call`'s own keywords, in the order of [`checked_options`].
+static OPTION_NAMES: PyOnceLock<[Py<PyString>; 5]> = PyOnceLock::new();
+
+/// [`OPTION_NAMES`], interned once: one check per call rather than one
+/// per name.
 fn option_names(py: Python<'_>) -> [&Bound<'_, PyString>; 5] {
-    [
-        intern!(py, "tenant"),
-        intern!(py, "deadline"),
-        intern!(py, "fallback"),
-        intern!(py, "cache_key"),
-        intern!(py, "classify"),
-    ]
+    OPTION_NAMES
+        .get_or_init(py, || {
+            ["tenant", "deadline", "fallback", "cache_key", "classify"]
+                .map(|n| PyString::intern(py, n).unbind())
+        })
+        .each_ref()
+        .map(|n| n.bind(py))
 }
 
 /// Which of `names` the keyword `key` is: keyword names are interned, so a
@@ -108,23 +112,28 @@ fn option_index(names: &[&Bound<'_, PyString>; 5], key: &Bound<'_, PyAny>) -> Op
         .or_else(|| names.iter().position(|n| key.eq(n).unwrap_or(false)))
 }
 
-/// `call`'s keywords, found in the order of [`option_names`], checked.
-fn checked_options<'py>(found: [Option<Bound<'py, PyAny>>; 5]) -> PyResult<CallOptions<'py>> {
+/// `call`'s keywords, found in the order of [`option_names`], checked in
+/// that order; only those given are looked at.
+fn checked_options<'py>(
+    found: [Option<Borrowed<'_, 'py, PyAny>>; 5],
+) -> PyResult<CallOptions<'py>> {
     let mut opts = CallOptions::default();
     let [tenant, deadline, fallback, cache_key, classify] = found;
     if let Some(v) = tenant {
-        opts.tenant = opt_str(v, "tenant")?;
+        opts.tenant = opt_str(v.to_owned(), "tenant")?;
     }
     if let Some(v) = deadline {
-        opts.deadline = opt_seconds(v, "deadline")?;
+        opts.deadline = opt_seconds(v.to_owned(), "deadline")?;
     }
     if let Some(v) = fallback {
-        opts.fallback = opt_callable(v, "fallback")?;
+        opts.fallback = opt_callable(v.to_owned(), "fallback")?;
     }
     if let Some(v) = cache_key {
-        opts.cache_key = opt_str(v, "cache_key")?;
+        opts.cache_key = opt_str(v.to_owned(), "cache_key")?;
     }
-    opts.classify = outcome::per_call(classify)?;
+    if let Some(v) = classify {
+        opts.classify = outcome::per_call(Some(v.to_owned()))?;
+    }
     Ok(opts)
 }
 
@@ -175,7 +184,7 @@ fn split<'py>(
         };
         return Ok((f, rest, kw, opts));
     }
-    opts = checked_options(found)?;
+    opts = checked_options(found.each_ref().map(|v| v.as_ref().map(Bound::as_borrowed)))?;
     // The rest goes to the callable; never mutate the caller's dict.
     let kw = if kwargs.len() == n_found {
         None
@@ -221,7 +230,7 @@ impl PyDependency {
         &self,
         py: Python<'py>,
         f: &Bound<'py, PyAny>,
-        args: &Bound<'py, PyTuple>,
+        args: Option<&Bound<'py, PyTuple>>,
         kwargs: Option<&Bound<'py, PyDict>>,
         tenant: Option<&str>,
         tenant_obj: Option<&Bound<'py, PyString>>,
@@ -247,12 +256,7 @@ impl PyDependency {
             .map_err(|e| Error::admit(self.dep.name(), e))?;
         match decision {
             Decision::Admitted(permit) => {
-                let result = if args.is_empty() && kwargs.is_none() {
-                    f.call0()
-                } else {
-                    f.call(args, kwargs)
-                };
-                let value = match result {
+                let value = match call_args(f, args, kwargs) {
                     Ok(value) => value,
                     Err(err) => {
                         return Err(self.raised(py, permit, err, deadline, classify).into())
@@ -440,12 +444,11 @@ impl PyDependency {
         classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let classify = outcome::per_call(classify)?;
-        let empty = PyTuple::empty(py);
         let kwargs = kwargs.filter(|k| !k.is_empty());
         self.run(
             py,
             fn_,
-            args.unwrap_or(&empty),
+            args,
             kwargs,
             tenant,
             None,
@@ -738,19 +741,24 @@ DeadlineExpired."
             .into());
         };
         let f = arg(first);
+        // No tuple for a call without positional arguments.
         let rest = if nargs == 1 {
-            PyTuple::empty(py)
+            None
         } else {
-            PyTuple::new(py, values[1..nargs].iter().map(|&p| arg(p)))?
+            Some(PyTuple::new(py, values[1..nargs].iter().map(|&p| arg(p)))?)
         };
-        let mut found: [Option<Bound<'py, PyAny>>; 5] = [None, None, None, None, None];
+        // Borrowed, as CPython passes them: a keyword of ours costs no
+        // reference count until it is checked.
+        let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
         let mut extra: Option<Bound<'py, PyDict>> = None;
         if let Some(names) = &names {
             let ours = option_names(py);
             for (i, &value) in values[nargs..].iter().enumerate() {
-                let key = names.get_item(i)?;
+                let key = names.get_borrowed_item(i)?;
                 match option_index(&ours, &key) {
-                    Some(j) => found[j] = Some(arg(value)),
+                    // SAFETY: `value` is a live object CPython passed,
+                    // borrowed for the call.
+                    Some(j) => found[j] = Some(unsafe { Borrowed::from_ptr(py, value) }),
                     None => extra
                         .get_or_insert_with(|| PyDict::new(py))
                         .set_item(key, arg(value))?,
@@ -768,7 +776,7 @@ DeadlineExpired."
         this.run(
             py,
             &f,
-            &rest,
+            rest.as_ref(),
             extra.as_ref(),
             tenant,
             o.tenant.as_ref(),

@@ -61,6 +61,15 @@ impl Subclass {
         py: Python<'py>,
         extra: Option<Bound<'py, PyType>>,
     ) -> PyResult<Bound<'py, PyType>> {
+        self.get_ref(py, extra).cloned()
+    }
+
+    /// As [`Subclass::get`], borrowed from where it is kept.
+    fn get_ref<'a, 'py>(
+        &'a self,
+        py: Python<'py>,
+        extra: Option<Bound<'py, PyType>>,
+    ) -> PyResult<&'a Bound<'py, PyType>> {
         let ty = self.cell.get_or_try_init(py, || -> PyResult<Py<PyType>> {
             let mut bases = vec![py.get_type::<BreakerError>().into_any()];
             if let Some(extra) = extra {
@@ -84,7 +93,7 @@ impl Subclass {
                 .cast_into::<PyType>()?;
             Ok(ty.unbind())
         })?;
-        Ok(ty.bind(py).clone())
+        Ok(ty.bind(py))
     }
 }
 
@@ -441,8 +450,8 @@ pub fn unavailable_value<'py>(
         Some(d) => PyFloat::new(py, secs(d)).into_any(),
         None => none,
     };
-    let marker = py.get_type::<Unavailable>();
-    let ty = dependency_unavailable(py)?;
+    let marker = MARKER.get_or_init(py, || py.get_type::<Unavailable>().unbind());
+    let ty = DEPENDENCY_UNAVAILABLE.get_ref(py, None)?;
     // `PyTuple_Pack` and `PyObject_Call` rather than pyo3's tuple and
     // call: one tuple filled in one call, which becomes the exception's
     // arguments as it is.
@@ -461,15 +470,71 @@ pub fn unavailable_value<'py>(
             ),
         )?
     };
-    // SAFETY: `ty` is a type object and `args` a tuple, both alive for
-    // the call; no keywords.
-    unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), std::ptr::null_mut()),
+    new_instance(ty, &args)
+}
+
+/// `BaseException`'s `tp_new` and `tp_init` slots (a static type's slots
+/// never change).
+fn base_slots() -> (usize, usize) {
+    static SLOTS: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    // SAFETY: `PyExc_BaseException` is a live static type object; reading
+    // its slots changes nothing.
+    *SLOTS.get_or_init(|| unsafe {
+        let ty = ffi::PyExc_BaseException.cast();
+        (
+            ffi::PyType_GetSlot(ty, ffi::Py_tp_new) as usize,
+            ffi::PyType_GetSlot(ty, ffi::Py_tp_init) as usize,
         )
+    })
+}
+
+/// `ty(*args)` for `args` a tuple, as `type.__call__` makes it (the
+/// type's `tp_new`, then its `tp_init` on an instance of the type),
+/// without the generic call's dispatch to get there, and without
+/// `BaseException`'s own `tp_init` after its own `tp_new`: it would store
+/// the same arguments again.
+fn new_instance<'py>(
+    ty: &Bound<'py, PyType>,
+    args: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = ty.py();
+    let null = std::ptr::null_mut();
+    // SAFETY: `ty` is a live type object; a slot read from it is null or
+    // a function of the slot's signature, called with the arguments
+    // `type.__call__` gives it (the type, or the new instance, then the
+    // argument tuple and no keywords), all alive for the call.
+    unsafe {
+        let new = ffi::PyType_GetSlot(ty.as_type_ptr(), ffi::Py_tp_new);
+        if new.is_null() {
+            return Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyObject_Call(ty.as_ptr(), args.as_ptr(), null),
+            );
+        }
+        let base = base_slots();
+        let base_new = new as usize == base.0;
+        let new: ffi::newfunc = std::mem::transmute(new);
+        let obj = Bound::from_owned_ptr_or_err(py, new(ty.as_type_ptr(), args.as_ptr(), null))?;
+        let of_ty = ffi::Py_TYPE(obj.as_ptr()) == ty.as_type_ptr()
+            || ffi::PyType_IsSubtype(ffi::Py_TYPE(obj.as_ptr()), ty.as_type_ptr()) != 0;
+        if of_ty {
+            let init = ffi::PyType_GetSlot(ty.as_type_ptr(), ffi::Py_tp_init);
+            // `BaseException.__init__` only stores the arguments, which its
+            // `__new__` stored already.
+            let stored = base_new && init as usize == base.1;
+            if !init.is_null() && !stored {
+                let init: ffi::initproc = std::mem::transmute(init);
+                if init(obj.as_ptr(), args.as_ptr(), null) < 0 {
+                    return Err(PyErr::fetch(py));
+                }
+            }
+        }
+        Ok(obj)
     }
 }
+
+/// [`Unavailable`]'s type, kept for the refusals.
+static MARKER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// Marks the arguments of a `DependencyUnavailable` that breakerbank
 /// raised: `(_Unavailable, dependency, partition, code, retry_after)`, the

@@ -77,6 +77,20 @@ impl PyFallback {
     }
 }
 
+/// `f(*args, **kwargs)`, where `args` None is no positional arguments:
+/// without any arguments, `f()` (no argument tuple made).
+pub fn call_args<'py>(
+    f: &Bound<'py, PyAny>,
+    args: Option<&Bound<'py, PyTuple>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match args.filter(|a| !a.is_empty()) {
+        None if kwargs.is_none() => f.call0(),
+        None => f.call(PyTuple::empty(f.py()), kwargs),
+        Some(a) => f.call(a, kwargs),
+    }
+}
+
 /// What a refusal that serves no fallback raises (an expired deadline, C10).
 pub fn deadline_expired(dep: &Dependency, tenant: Option<&str>) -> Error {
     Error::DeadlineExpired {
@@ -85,7 +99,8 @@ pub fn deadline_expired(dep: &Dependency, tenant: Option<&str>) -> Error {
     }
 }
 
-/// Serves the declared fallback for a rejected call, or raises.
+/// Serves the declared fallback for a rejected call, or raises (`args`
+/// None: no positional arguments).
 ///
 /// `deadline_expired` raises `DeadlineExpired` (C10: no fallback hides it).
 /// For `degraded`, `fallback(*args, **kwargs)` is the degraded behaviour; an
@@ -99,7 +114,7 @@ pub fn serve<'py>(
     tenant: Option<&str>,
     rejection: &Rejection<'_>,
     fallback: Option<&Bound<'py, PyAny>>,
-    args: &Bound<'py, PyTuple>,
+    args: Option<&Bound<'py, PyTuple>>,
     kwargs: Option<&Bound<'py, PyDict>>,
     cache_key: Option<&str>,
     kept: Kept<'_, 'py>,
@@ -115,12 +130,7 @@ pub fn serve<'py>(
         let raised = &mut raised;
         let value = &mut degraded_value;
         move || -> Option<Cached> {
-            let result = if args.is_empty() && kwargs.is_none() {
-                f.call0()
-            } else {
-                f.call(args, kwargs)
-            };
-            match result {
+            match call_args(f, args, kwargs) {
                 Ok(v) => {
                     *value = Some(v);
                     Some(Cached::Degraded)
