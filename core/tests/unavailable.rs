@@ -2,10 +2,12 @@
 //! `serve_fallback_ref`) and owned (`unavailable`, `serve_fallback`): the
 //! same dependency, partition, code and retry-after, and the same message.
 
+mod common;
+
 use breakerbank::{
-    Bank, Decision, DependencyUnavailable, ManualClock, PartitionName, Profile, Rejection,
-    UnavailableRef,
+    Bank, DependencyUnavailable, ManualClock, PartitionName, Profile, UnavailableRef,
 };
+use common::rejected;
 
 const PROFILE: &str = r#"
 dependencies:
@@ -26,13 +28,6 @@ dependencies:
     recovery_bound: 5m
 "#;
 
-fn refused(d: Decision<'_>) -> Rejection<'_> {
-    match d {
-        Decision::Rejected(r) => r,
-        Decision::Admitted(_) => panic!("admitted"),
-    }
-}
-
 /// The borrowed and owned forms of one refusal agree, field by field and
 /// in their message.
 fn agree(borrowed: UnavailableRef<'_>, owned: &DependencyUnavailable) {
@@ -49,7 +44,7 @@ fn c4_a_refusal_reported_borrowed_is_the_owned_error() {
     );
     let pay = bank.dependency("payments_client").expect("declared");
     let _ = pay.call(Some("acme"), None, || Err::<(), _>("down"));
-    let r = refused(pay.admit(Some("acme"), None).expect("admission"));
+    let r = rejected(pay.admit(Some("acme"), None).expect("admission"));
     let u = pay.unavailable_ref(Some("acme"), &r);
     assert_eq!(u.partition, PartitionName::Tenant("acme"));
     assert_eq!(u.code, Some("PAYMENT_UNAVAILABLE"));
@@ -78,7 +73,7 @@ fn c4_a_refusal_reported_borrowed_is_the_owned_error() {
 
     let email = bank.dependency("email_client").expect("declared");
     email.force_open(None);
-    let r = refused(email.admit(None, None).expect("admission"));
+    let r = rejected(email.admit(None, None).expect("admission"));
     let u = email.unavailable_ref(Some("ignored"), &r);
     assert_eq!(
         (u.partition, u.code, u.retry_after),

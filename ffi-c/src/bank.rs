@@ -990,6 +990,31 @@ mod tests {
 
     const PROFILE: &str = include_str!("../benches/common/profile.yaml");
 
+    /// `bb_admit`'s decision written over memory filled with 0xA5 bytes,
+    /// so that a field it leaves unwritten shows.
+    fn admit_over_garbage(
+        bank: *mut bb_bank,
+        dep: u32,
+        tenant: &str,
+        deadline_ns: u64,
+    ) -> bb_decision {
+        let mut d = std::mem::MaybeUninit::<bb_decision>::uninit();
+        // SAFETY: any bytes may be written over; read back only after
+        // bb_admit wrote the whole decision.
+        unsafe { d.as_mut_ptr().cast::<u8>().write_bytes(0xA5, 80) };
+        let s = bb_admit(
+            bank,
+            dep,
+            tenant.as_ptr().cast(),
+            tenant.len(),
+            deadline_ns,
+            d.as_mut_ptr(),
+        );
+        assert_eq!(s, bb_status::BB_OK);
+        // SAFETY: bb_admit returned BB_OK: it wrote every field.
+        unsafe { d.assume_init() }
+    }
+
     /// An admitted decision is written whole over whatever the caller's
     /// memory held (the 16-byte stores of `write_admitted`), and its
     /// permit is the one `bb_record` takes, probes included.
@@ -1000,23 +1025,7 @@ mod tests {
         assert_eq!(s, bb_status::BB_OK);
         // SAFETY: the bank is live until the end of the test.
         let b = unsafe { &*bank };
-        let fresh = |dep: u32, tenant: &str| {
-            let mut d = std::mem::MaybeUninit::<bb_decision>::uninit();
-            // SAFETY: any bytes may be written over; read back only after
-            // bb_admit wrote the whole decision.
-            unsafe { d.as_mut_ptr().cast::<u8>().write_bytes(0xA5, 80) };
-            let s = bb_admit(
-                bank,
-                dep,
-                tenant.as_ptr().cast(),
-                tenant.len(),
-                0,
-                d.as_mut_ptr(),
-            );
-            assert_eq!(s, bb_status::BB_OK);
-            // SAFETY: bb_admit returned BB_OK: it wrote every field.
-            unsafe { d.assume_init() }
-        };
+        let fresh = |dep: u32, tenant: &str| admit_over_garbage(bank, dep, tenant, 0);
         for (dep, tenant) in [(0, ""), (1, "acme")] {
             let d = fresh(dep, tenant);
             let p = d.permit;
@@ -1077,21 +1086,7 @@ mod tests {
         let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut bank);
         assert_eq!(s, bb_status::BB_OK);
         let fresh = |dep: u32, tenant: &str, deadline_ns: u64| {
-            let mut d = std::mem::MaybeUninit::<bb_decision>::uninit();
-            // SAFETY: any bytes may be written over; read back only after
-            // bb_admit wrote the whole decision.
-            unsafe { d.as_mut_ptr().cast::<u8>().write_bytes(0xA5, 80) };
-            let s = bb_admit(
-                bank,
-                dep,
-                tenant.as_ptr().cast(),
-                tenant.len(),
-                deadline_ns,
-                d.as_mut_ptr(),
-            );
-            assert_eq!(s, bb_status::BB_OK);
-            // SAFETY: bb_admit returned BB_OK: it wrote every field.
-            unsafe { d.assume_init() }
+            admit_over_garbage(bank, dep, tenant, deadline_ns)
         };
         let rejected = |d: &bb_decision| {
             assert!(!d.admitted && !d.probe, "{d:?}");
