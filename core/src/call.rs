@@ -197,10 +197,9 @@ impl Dependency {
         tenant: Option<&'a str>,
         rejection: &Rejection<'a>,
     ) -> UnavailableRef<'a> {
-        let tenant = self.tenant(tenant).ok().flatten();
         UnavailableRef {
             dependency: &self.inner.name,
-            partition: self.resolve_existing(tenant).2,
+            partition: self.partition_name(tenant),
             code: rejection.fallback.code(),
             retry_after: rejection.retry_after,
         }

@@ -443,8 +443,13 @@ impl Dependency {
     /// [`MAX_TENANT_LEN`] bytes, which no partition is named after.
     /// Read-only: never creates a partition.
     pub fn partition_of(&self, tenant: Option<&str>) -> String {
+        self.partition_name(tenant).as_str().to_owned()
+    }
+
+    /// [`partition_of`](Self::partition_of), borrowed.
+    pub(crate) fn partition_name<'t>(&self, tenant: Option<&'t str>) -> PartitionName<'t> {
         let tenant = self.tenant(tenant).ok().flatten();
-        self.resolve_existing(tenant).2.as_str().to_owned()
+        self.resolve_existing(tenant).2
     }
 
     /// The partition a call for `tenant` would be served by, by name,
