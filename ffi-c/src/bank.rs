@@ -63,90 +63,17 @@ impl bb_bank {
     /// changes a lane), multiplied in pairs with the key: three
     /// multiplications that do not depend on each other, about one
     /// multiplication's latency. The lanes pair the 32-bit fields as they
-    /// lie in memory (`bank` with `ledger`, `dependency` with `slot`), so
-    /// `bb_record` loads each pair as one word and `bb_admit` builds the
-    /// same words it stores.
+    /// lie in memory (`bank` with `ledger`, `dependency` with `slot`).
     #[inline(always)]
     fn check_of(&self, p: &bb_permit) -> u64 {
-        self.check_of_words(p, pair32(p.bank, p.ledger), pair32(p.dependency, p.slot))
-    }
-
-    /// `check_of(p)` with the words that pair `p`'s 32-bit fields given:
-    /// `bank_ledger` = `pair32(p.bank, p.ledger)`, `dependency_slot` =
-    /// `pair32(p.dependency, p.slot)` (`bb_record` loads them whole, see
-    /// `Paired`).
-    #[inline(always)]
-    fn check_of_words(&self, p: &bb_permit, bank_ledger: u64, dependency_slot: u64) -> u64 {
         let k = &self.checks.0;
-        folded_multiply(p.ticket ^ k[0], bank_ledger ^ k[1])
-            ^ folded_multiply(dependency_slot ^ k[2], p.generation ^ k[3])
+        folded_multiply(p.ticket ^ k[0], pair32(p.bank, p.ledger) ^ k[1])
+            ^ folded_multiply(pair32(p.dependency, p.slot) ^ k[2], p.generation ^ k[3])
             ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe) ^ k[5])
     }
 }
 
-/// A permit's adjacent 32-bit fields as the two words they form in
-/// memory, each read with one load: `bb_record` needs both the words (for
-/// the check) and the fields, and built from two loads each, a word cost
-/// a shift and an or more.
-struct Paired {
-    bank_ledger: u64,
-    dependency_slot: u64,
-}
-
-impl Paired {
-    #[inline(always)]
-    fn of(p: &bb_permit) -> Paired {
-        #[cfg(target_endian = "little")]
-        {
-            use std::mem::offset_of;
-            const _: () = {
-                assert!(offset_of!(bb_permit, ledger) == offset_of!(bb_permit, bank) + 4);
-                assert!(offset_of!(bb_permit, slot) == offset_of!(bb_permit, dependency) + 4);
-            };
-            let base = std::ptr::from_ref(p).cast::<u8>();
-            // SAFETY: both reads are of 8 bytes inside `*p` (each pair of
-            // adjacent u32 fields, offsets asserted above), initialised
-            // (fields, no padding) and readable through `p`; unaligned
-            // reads need no alignment. On a little-endian target the
-            // words are `pair32` of the fields.
-            unsafe {
-                Paired {
-                    bank_ledger: base
-                        .add(offset_of!(bb_permit, bank))
-                        .cast::<u64>()
-                        .read_unaligned(),
-                    dependency_slot: base
-                        .add(offset_of!(bb_permit, dependency))
-                        .cast::<u64>()
-                        .read_unaligned(),
-                }
-            }
-        }
-        #[cfg(not(target_endian = "little"))]
-        Paired {
-            bank_ledger: pair32(p.bank, p.ledger),
-            dependency_slot: pair32(p.dependency, p.slot),
-        }
-    }
-
-    #[inline(always)]
-    fn bank(&self) -> u32 {
-        self.bank_ledger as u32
-    }
-
-    #[inline(always)]
-    fn ledger(&self) -> u32 {
-        (self.bank_ledger >> 32) as u32
-    }
-
-    #[inline(always)]
-    fn dependency(&self) -> u32 {
-        self.dependency_slot as u32
-    }
-}
-
-/// Two adjacent 32-bit fields as the one little-endian word they form in
-/// memory: `lo` first.
+/// Two 32-bit fields as one lane of the check word, `lo` in its low half.
 #[inline(always)]
 fn pair32(lo: u32, hi: u32) -> u64 {
     u64::from(lo) | u64::from(hi) << 32
@@ -619,17 +546,14 @@ pub extern "C" fn bb_record(
         };
         // Checked before anything else: an altered or made-up permit
         // redeems no ticket and changes nothing (C13).
-        let w = Paired::of(&permit);
-        if w.bank() != bank.serial
-            || permit.check != bank.check_of_words(&permit, w.bank_ledger, w.dependency_slot)
-        {
+        if permit.bank != bank.serial || permit.check != bank.check_of(&permit) {
             return Err(not_issued());
         }
-        let d = dependency(bank, w.dependency())?;
+        let d = dependency(bank, permit.dependency)?;
         // The common case, admitted and recorded on one thread and
         // changing nothing: no read-modify-write, and nothing to record
         // (see `Mine::redeem_quiet` for why it stays exactly-once).
-        if let Some(mine) = ledger::mine(w.ledger()) {
+        if let Some(mine) = ledger::mine(permit.ledger) {
             if d.record_changes_nothing(&raw_permit(&permit), outcome) {
                 return match mine.redeem_quiet(permit.ticket) {
                     true => Ok(()),
