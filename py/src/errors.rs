@@ -9,7 +9,7 @@
 //! growth across raises).
 
 use crate::held::StrCache;
-use breakerbank::{AdmitError, ConfigError, DependencyUnavailable, PartitionName, UnavailableRef};
+use breakerbank::{AdmitError, ConfigError, PartitionName, UnavailableRef};
 use pyo3::create_exception;
 use pyo3::exceptions::{
     PyBaseException, PyException, PyKeyError, PyRuntimeError, PyTypeError, PyValueError,
@@ -186,8 +186,6 @@ pub enum Error {
         dependency: String,
         error: AdmitError,
     },
-    /// Not admitted, and the fallback could not serve.
-    Unavailable(DependencyUnavailable),
     /// Admission refused because the deadline had expired.
     DeadlineExpired {
         dependency: String,
@@ -230,12 +228,6 @@ impl Error {
 impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
         Error::Config(e)
-    }
-}
-
-impl From<DependencyUnavailable> for Error {
-    fn from(e: DependencyUnavailable) -> Self {
-        Error::Unavailable(e)
     }
 }
 
@@ -303,8 +295,6 @@ fn to_py(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             format!("dependency `{dependency}`: {error}"),
             &[(intern!(py, "dependency"), s(&dependency))],
         )?,
-        // No message made until read (see `Field`).
-        Error::Unavailable(u) => PyErr::from_value(unavailable_value(py, u.borrowed(), Kept::default())?),
         Error::DeadlineExpired {
             dependency,
             partition,
