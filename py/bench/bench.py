@@ -10,6 +10,9 @@ aiobreaker (asyncio only). Cases (per call, median of repeated runs, ns):
   with admit           with dep.admit(): pass       with breaker.calling(): pass
                        (circuitbreaker's `with` never checks the state, only
                        its decorator does: not the same work, left out)
+  baseline with        with lock: pass (a lock made once), with threading.Lock():
+                       pass (one made per use, as admit() makes a Decision): the
+                       interpreter's own cost of a `with` over a native object
   open rejection       dep.call(f) raising DependencyUnavailable, caught, vs each
                        peer's CircuitBreakerError, caught
   open, fallback       dep.call(f, fallback=f) on a `degraded` dependency vs
@@ -206,6 +209,13 @@ def main() -> int:
         "ns",
     ))
     rows.append(("admit().success()", ns("dep.admit().success()"), None, None, None, "ns"))
+    # What any `with` costs: the statement binds `__enter__` and `__exit__`
+    # to the object and calls both, whatever they do.
+    env.update(lock=threading.Lock(), threading=threading)
+    with_lock = ns("with lock: pass")
+    rows.append(("baseline with lock: pass", with_lock, with_lock, with_lock, None, "ns"))
+    with_new_lock = ns("with threading.Lock(): pass")
+    rows.append(("baseline with Lock(): pass", with_new_lock, with_new_lock, with_new_lock, None, "ns"))
 
     # Open (ours tripped, open for the profile's hour, as failures leave it;
     # not forced open, whose refusal is cheaper): every call is rejected with
