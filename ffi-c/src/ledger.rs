@@ -54,7 +54,7 @@ type Slot = loom::sync::atomic::AtomicU64;
 /// Slots per ledger: permits one thread may hold unrecorded before it
 /// spills. Four under loom, so that a model's few issues wrap the ledger
 /// and meet occupied slots.
-const ENTRIES: usize = if cfg!(loom) { 4 } else { 1024 };
+pub(crate) const ENTRIES: usize = if cfg!(loom) { 4 } else { 1024 };
 /// Ledgers that can exist at once (threads alive and admitting at once).
 const MAX_LEDGERS: usize = 4096;
 /// The ledger id meaning "kept in the spill set".

@@ -13,6 +13,7 @@ mod support;
 mod c11;
 mod c12;
 mod c13;
+mod c13_ledger;
 mod c19;
 mod c20;
 mod c5;
