@@ -1,7 +1,8 @@
 //! `bb_bank` and the functions over it.
 
-// Arc and one counter from std: this crate is not loom-modelled (clippy.toml
-// steers only the core's imports through `crate::sync`).
+// Arc and one counter from std: only the permit ledger's slots are
+// loom-modelled in this crate (see ledger.rs; clippy.toml steers only the
+// core's imports through `crate::sync`).
 #![allow(clippy::disallowed_types)]
 
 use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail, Out};

@@ -31,6 +31,12 @@
 //!   once) and recycled: when a thread exits, its ledger goes back to a free
 //!   list with its counter, so a permit issued by an exited thread can still
 //!   be redeemed and sequence numbers still never repeat.
+//!
+//! The loom models `c13_ledger_*` (`loom-tests/tests/loom_models/c13_ledger.rs`)
+//! check the first three points (issue and the two redeems) on one
+//! [`Ledger`] of 4 slots, with `bb_record`'s choice between the redeems
+//! (`record_checked`) on the real core; `docs/loom-models.md` says what
+//! they leave out (the spill and the recycling among it).
 
 // The atomics here come from std directly (clippy.toml steers only the
 // core's imports through `crate::sync`), except a ledger's own under
@@ -357,7 +363,9 @@ mod tests {
     /// compare-exchange on another thread between the owner's quiet load
     /// and store. Both redeem (the copy's record counts, the owner's
     /// changes nothing); afterwards the ticket is spent for everyone, and
-    /// the slot's next ticket redeems once.
+    /// the slot's next ticket redeems once. (The loom model
+    /// `c13_ledger_the_owners_quiet_redeem_racing_a_copys_failure_never_counts_twice`
+    /// explores this race among the others.)
     #[test]
     fn c13_a_copy_redeemed_between_the_owners_quiet_load_and_store() {
         let (id, seq) = issue();
