@@ -61,7 +61,7 @@
 //! | C12 | `c12_a_reopen_racing_a_probe_and_its_cancel_keeps_its_period` | 2 |
 //! | C13 | `c13_late_success_and_dropped_permit_change_nothing` | 2 |
 //! | C13 | `c13_late_failure_does_not_reopen` | 2 |
-//! | C13, C7 | `c13_ledger_a_permit_and_its_copy_failing_at_once_count_once` | 2 |
+//! | C13, C7 | `c13_ledger_a_permit_and_its_copies_failing_at_once_count_once` | 2 |
 //! | C13, C7 | `c13_ledger_the_owners_quiet_redeem_racing_a_copys_failure_never_counts_twice` | 2 |
 //! | C13, C7 | `c13_ledger_slot_reuse_never_redeems_a_newer_ticket` | 2 |
 //! | C20, C7 | `c20_reload_racing_probes_keeps_every_decision_on_one_budget` | 1 |
