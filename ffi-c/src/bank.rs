@@ -1,7 +1,8 @@
 //! `bb_bank` and the functions over it.
 
-// Arc and one counter from std: this crate is not loom-modelled (clippy.toml
-// steers only the core's imports through `crate::sync`).
+// Arc and one counter from std: only the permit ledger's slots are
+// loom-modelled in this crate (see ledger.rs; clippy.toml steers only the
+// core's imports through `crate::sync`).
 #![allow(clippy::disallowed_types)]
 
 use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail, Out};
@@ -550,27 +551,48 @@ pub extern "C" fn bb_record(
             return Err(not_issued());
         }
         let d = dependency(bank, permit.dependency)?;
-        // The common case, admitted and recorded on one thread and
-        // changing nothing: no read-modify-write, and nothing to record
-        // (see `Mine::redeem_quiet` for why it stays exactly-once).
-        if let Some(mine) = ledger::mine(permit.ledger) {
-            if d.record_changes_nothing(&raw_permit(&permit), outcome) {
-                return match mine.redeem_quiet(permit.ticket) {
-                    true => Ok(()),
-                    false => Err(already_recorded()),
-                };
-            }
-        }
-        redeem_and_record(d, &permit, outcome)
+        record_checked(d, &permit, outcome, ledger::mine(permit.ledger), ledger::redeem)
     }
 }
 
-/// The rest of `bb_record` for a permit checked as this bank's: redeem
-/// its ticket with the ledger's compare-exchange, then record. Out of
-/// line, so that the quiet path before it keeps few values live.
+/// `bb_record` of a permit checked as this bank's, on dependency `d`:
+/// redeem its ticket, then record (C13). `mine` is the recording thread's
+/// own ledger when that is the permit's; `redeem` is the ledger's
+/// compare-exchange on the permit's `(ledger, ticket)`. The loom models
+/// call it too (`crate::__loom`), on a ledger of their own.
+#[inline(always)]
+pub(crate) fn record_checked(
+    d: &Dependency,
+    permit: &bb_permit,
+    outcome: Outcome,
+    mine: Option<&ledger::Ledger>,
+    redeem: impl FnOnce(u32, u64) -> bool,
+) -> Result<(), Fail> {
+    // The common case, admitted and recorded on one thread and changing
+    // nothing: no read-modify-write, and nothing to record (see
+    // `Ledger::redeem_quiet` for why it stays exactly-once).
+    if let Some(mine) = mine {
+        if d.record_changes_nothing(&raw_permit(permit), outcome) {
+            return match mine.redeem_quiet(permit.ticket) {
+                true => Ok(()),
+                false => Err(already_recorded()),
+            };
+        }
+    }
+    redeem_and_record(d, permit, outcome, redeem)
+}
+
+/// The rest of `record_checked`: redeem the permit's ticket with the
+/// ledger's compare-exchange, then record. Out of line, so that the quiet
+/// path before it keeps few values live.
 #[inline(never)]
-fn redeem_and_record(d: &Dependency, permit: &bb_permit, outcome: Outcome) -> Result<(), Fail> {
-    if !ledger::redeem(permit.ledger, permit.ticket) {
+fn redeem_and_record(
+    d: &Dependency,
+    permit: &bb_permit,
+    outcome: Outcome,
+    redeem: impl FnOnce(u32, u64) -> bool,
+) -> Result<(), Fail> {
+    if !redeem(permit.ledger, permit.ticket) {
         return Err(already_recorded());
     }
     d.record_raw(raw_permit(permit), outcome);

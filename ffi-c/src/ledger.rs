@@ -22,7 +22,7 @@
 //!   later permit cannot be redeemed by an old copy (no ABA).
 //! * The owning thread redeems a record that changes nothing (the common
 //!   case: admitted and recorded on one thread, a success on a healthy
-//!   breaker) with a load and a store instead ([`Mine::redeem_quiet`]
+//!   breaker) with a load and a store instead ([`Ledger::redeem_quiet`]
 //!   says why that is still exactly once).
 //! * A thread that holds `ENTRIES` unrecorded permits, or a process with more
 //!   than `MAX_LEDGERS` threads alive at once, falls back to a mutex-guarded
@@ -31,9 +31,19 @@
 //!   once) and recycled: when a thread exits, its ledger goes back to a free
 //!   list with its counter, so a permit issued by an exited thread can still
 //!   be redeemed and sequence numbers still never repeat.
+//!
+//! The loom models `c13_ledger_*` (`loom-tests/tests/loom_models/c13_ledger.rs`)
+//! check the first three points (issue and the two redeems) on one
+//! [`Ledger`] of 4 slots, with `bb_record`'s choice between the redeems
+//! (`record_checked`) on the real core; `docs/loom-models.md` says what
+//! they leave out (the spill and the recycling among it).
 
-// This crate is not loom-modelled: the atomics here come from std directly
-// (clippy.toml steers only the core's imports through `crate::sync`).
+// The atomics here come from std directly (clippy.toml steers only the
+// core's imports through `crate::sync`), except a ledger's own under
+// `--cfg loom` (`Slot`): the loom models drive one explicit [`Ledger`]'s
+// protocol (`crate::__loom`), not the process-wide statics, which stay std
+// (loom's atomics are not const-constructible, and an execution must not
+// share state with the next).
 #![allow(clippy::disallowed_types)]
 
 use std::cell::Cell;
@@ -41,20 +51,31 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// Slots per ledger: permits one thread may hold unrecorded before it spills.
-const ENTRIES: usize = 1024;
+/// A ledger's counter and slots: std's atomic, loom's under `--cfg loom`.
+#[cfg(not(loom))]
+type Slot = AtomicU64;
+#[cfg(loom)]
+type Slot = loom::sync::atomic::AtomicU64;
+
+/// Slots per ledger: permits one thread may hold unrecorded before it
+/// spills. Four under loom, so that a model's few issues wrap the ledger
+/// and meet occupied slots.
+pub(crate) const ENTRIES: usize = if cfg!(loom) { 4 } else { 1024 };
 /// Ledgers that can exist at once (threads alive and admitting at once).
 const MAX_LEDGERS: usize = 4096;
 /// The ledger id meaning "kept in the spill set".
 pub(crate) const SPILL: u32 = u32::MAX;
 
-struct Ledger {
+/// One thread's tickets: the protocol of issuing, redeeming and quietly
+/// redeeming, on this ledger alone (the statics below find a ticket's
+/// ledger by id and pick the owner's).
+pub(crate) struct Ledger {
     /// Last sequence number issued. Read and written only by the owning
     /// thread (Relaxed load + store, no RMW); handed over with the ledger
     /// through the `FREE` mutex, which orders it for the next owner.
-    last: AtomicU64,
+    last: Slot,
     /// `seq` of the outstanding permit in each slot, or 0.
-    slots: [AtomicU64; ENTRIES],
+    slots: [Slot; ENTRIES],
 }
 
 /// Every ledger ever made, by id; an entry once set never changes.
@@ -131,10 +152,7 @@ fn acquire() -> Option<Mine> {
         MADE.fetch_sub(1, Ordering::Relaxed);
         return None;
     }
-    let ledger: &'static Ledger = Box::leak(Box::new(Ledger {
-        last: AtomicU64::new(0),
-        slots: [const { AtomicU64::new(0) }; ENTRIES],
-    }));
+    let ledger: &'static Ledger = Box::leak(Box::new(Ledger::new()));
     // Release: pairs with the Acquire in `get` on a recording thread.
     LEDGERS[id as usize].store(std::ptr::from_ref(ledger).cast_mut(), Ordering::Release);
     Some(Mine { id, ledger })
@@ -152,12 +170,41 @@ pub(crate) fn issue() -> (u32, u64) {
 impl Mine {
     #[inline]
     fn issue(self) -> (u32, u64) {
-        let l = self.ledger;
+        match self.ledger.issue() {
+            Some(seq) => (self.id, seq),
+            None => issue_spill(),
+        }
+    }
+}
+
+impl Ledger {
+    /// A ledger with no ticket issued.
+    pub(crate) fn new() -> Ledger {
+        Ledger {
+            last: Slot::new(0),
+            #[cfg(not(loom))]
+            slots: [const { Slot::new(0) }; ENTRIES],
+            #[cfg(loom)]
+            slots: std::array::from_fn(|_| Slot::new(0)),
+        }
+    }
+
+    /// The slot of ticket `seq`.
+    #[inline(always)]
+    fn slot(&self, seq: u64) -> &Slot {
+        &self.slots[(seq % ENTRIES as u64) as usize]
+    }
+
+    /// Issues the next ticket, `seq` ≠ 0, or `None` when the next 8
+    /// slots are all occupied (the caller spills). Only the owning thread
+    /// may call it.
+    #[inline]
+    pub(crate) fn issue(&self) -> Option<u64> {
         // Relaxed: only this thread writes `last` (see its docs).
-        let mut seq = l.last.load(Ordering::Relaxed);
+        let mut seq = self.last.load(Ordering::Relaxed);
         for _ in 0..8 {
             seq += 1;
-            let slot = &l.slots[(seq % ENTRIES as u64) as usize];
+            let slot = self.slot(seq);
             // Relaxed load and store: only the owner turns a 0 into a seq,
             // and recorders only turn a seq into 0, so reading 0 here means
             // the slot is ours to fill. The permit reaches a recording thread
@@ -165,12 +212,12 @@ impl Mine {
             // store before that thread's compare_exchange.
             if slot.load(Ordering::Relaxed) == 0 {
                 slot.store(seq, Ordering::Relaxed);
-                l.last.store(seq, Ordering::Relaxed);
-                return (self.id, seq);
+                self.last.store(seq, Ordering::Relaxed);
+                return Some(seq);
             }
         }
-        l.last.store(seq, Ordering::Relaxed);
-        issue_spill()
+        self.last.store(seq, Ordering::Relaxed);
+        None
     }
 }
 
@@ -196,11 +243,11 @@ fn issue_spill() -> (u32, u64) {
 
 /// This thread's ledger, when it is ledger `id`.
 #[inline]
-pub(crate) fn mine(id: u32) -> Option<Mine> {
-    MINE.get().filter(|m| m.id == id)
+pub(crate) fn mine(id: u32) -> Option<&'static Ledger> {
+    MINE.get().filter(|m| m.id == id).map(|m| m.ledger)
 }
 
-impl Mine {
+impl Ledger {
     /// Redeems ticket `seq` of this thread's own ledger without a
     /// read-modify-write: `true` when it was outstanding, `false` for one
     /// already redeemed (or never issued).
@@ -215,7 +262,7 @@ impl Mine {
     /// store never erases a later ticket: only the owner (this thread)
     /// writes a seq into a slot, and it is busy here.
     #[inline]
-    pub(crate) fn redeem_quiet(self, seq: u64) -> bool {
+    pub(crate) fn redeem_quiet(&self, seq: u64) -> bool {
         match self.outstanding(seq) {
             Some(slot) => {
                 // Relaxed: one location; see above for why no RMW is needed.
@@ -227,12 +274,26 @@ impl Mine {
     }
 
     /// The slot of ticket `seq` while it is outstanding (the load of
-    /// [`Mine::redeem_quiet`]).
+    /// [`Ledger::redeem_quiet`]).
     #[inline(always)]
-    fn outstanding(self, seq: u64) -> Option<&'static AtomicU64> {
-        let slot = &self.ledger.slots[(seq % ENTRIES as u64) as usize];
+    fn outstanding(&self, seq: u64) -> Option<&Slot> {
+        let slot = self.slot(seq);
         // Relaxed: one location, as in `redeem_quiet`.
         (seq != 0 && slot.load(Ordering::Relaxed) == seq).then_some(slot)
+    }
+
+    /// Redeems ticket `seq` of this ledger from any thread: `true` exactly
+    /// once per issued ticket, `false` for one already redeemed or never
+    /// issued.
+    #[inline]
+    pub(crate) fn redeem(&self, seq: u64) -> bool {
+        // Relaxed: exactly-once comes from the atomicity of the RMW on this
+        // one location; no other memory is published through it.
+        seq != 0
+            && self
+                .slot(seq)
+                .compare_exchange(seq, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 }
 
@@ -246,12 +307,7 @@ pub(crate) fn redeem(ledger: u32, seq: u64) -> bool {
     if ledger == SPILL {
         return redeem_spill(seq);
     }
-    let Some(l) = get(ledger) else { return false };
-    // Relaxed: exactly-once comes from the atomicity of the RMW on this one
-    // location; no other memory is published through it.
-    l.slots[(seq % ENTRIES as u64) as usize]
-        .compare_exchange(seq, 0, Ordering::Relaxed, Ordering::Relaxed)
-        .is_ok()
+    get(ledger).is_some_and(|l| l.redeem(seq))
 }
 
 #[cold]
@@ -307,7 +363,9 @@ mod tests {
     /// compare-exchange on another thread between the owner's quiet load
     /// and store. Both redeem (the copy's record counts, the owner's
     /// changes nothing); afterwards the ticket is spent for everyone, and
-    /// the slot's next ticket redeems once.
+    /// the slot's next ticket redeems once. (The loom model
+    /// `c13_ledger_the_owners_quiet_redeem_racing_a_copys_failure_never_counts_twice`
+    /// explores this race among the others.)
     #[test]
     fn c13_a_copy_redeemed_between_the_owners_quiet_load_and_store() {
         let (id, seq) = issue();

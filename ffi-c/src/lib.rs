@@ -65,6 +65,84 @@ pub unsafe fn __bench_bank<'a>(bank: *const bb_bank) -> &'a breakerbank::Bank {
     unsafe { &(*bank).bank }
 }
 
+/// The permit ledger's protocol and `bb_record`'s use of it, on a ledger
+/// of the caller's own, for the loom models (`loom-tests`,
+/// `tests/loom_models/c13_ledger.rs`). Under `--cfg loom` only; not part
+/// of the C ABI.
+///
+/// The code run is the crate's own: issue, the compare-exchange redeem and
+/// the quiet redeem of `ledger.rs`, and `bb_record`'s choice between them
+/// (`record_checked`). Only what finds a ticket's ledger by id and the
+/// thread's own ledger (the process-wide statics and thread-locals) is left
+/// out: here the caller names the ledger, and says whether the recording
+/// thread owns it.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod __loom {
+    use crate::types::{bb_permit, bb_status};
+    use breakerbank::{Dependency, Outcome};
+
+    /// One thread's ticket ledger (`ledger.rs`), its atomics loom's, with
+    /// `ENTRIES` = 4 slots.
+    pub struct Ledger(crate::ledger::Ledger);
+
+    impl std::fmt::Debug for Ledger {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Ledger").finish_non_exhaustive()
+        }
+    }
+
+    impl Default for Ledger {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl Ledger {
+        /// Slots per ledger under loom.
+        pub const ENTRIES: u64 = crate::ledger::ENTRIES as u64;
+
+        /// A ledger with no ticket issued; inside a loom execution.
+        pub fn new() -> Self {
+            Self(crate::ledger::Ledger::new())
+        }
+
+        /// `bb_admit`'s issue on this ledger, by its owner: the ticket, or
+        /// `None` where `bb_admit` would spill.
+        pub fn issue(&self) -> Option<u64> {
+            self.0.issue()
+        }
+
+        /// The compare-exchange redeem, from any thread.
+        pub fn redeem(&self, seq: u64) -> bool {
+            self.0.redeem(seq)
+        }
+
+        /// The owner's quiet redeem (load and store).
+        pub fn redeem_quiet(&self, seq: u64) -> bool {
+            self.0.redeem_quiet(seq)
+        }
+    }
+
+    /// `bb_record` of `permit`, after its bank and check word are verified,
+    /// on dependency `d`: its ticket is `permit.ticket` of `ledger`, and
+    /// `owner` says whether the calling thread is the ledger's owner (as
+    /// `bb_record` finds by the ledger id). The status `bb_record` returns.
+    pub fn record(
+        d: &Dependency,
+        permit: &bb_permit,
+        outcome: Outcome,
+        ledger: &Ledger,
+        owner: bool,
+    ) -> bb_status {
+        let mine = owner.then_some(&ledger.0);
+        match crate::bank::record_checked(d, permit, outcome, mine, |_, seq| ledger.0.redeem(seq)) {
+            Ok(()) => bb_status::BB_OK,
+            Err(fail) => fail.status(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! has returned the callback is never called again, so the caller may free
 //! `user_data`.
 
-// Arc from std: this crate is not loom-modelled (clippy.toml steers only
+// Arc from std: the listener is not loom-modelled (clippy.toml steers only
 // the core's imports through `crate::sync`).
 #![allow(clippy::disallowed_types)]
 

@@ -8,8 +8,11 @@
 //! `Permit::record` / `into_raw` / drop): under
 //! `--cfg loom`, `core/src/sync.rs` hands the core loom's atomics, `Arc`
 //! and `Mutex`, and crossbeam-epoch runs on loom through
-//! `--cfg crossbeam_loom` and its `loom` feature. Nothing of the algorithm
-//! is copied here.
+//! `--cfg crossbeam_loom` and its `loom` feature. The C ABI's permit
+//! ledger (`ffi-c/src/ledger.rs`) is driven the same way, through
+//! `breakerbank_ffi::__loom` (hidden, `--cfg loom` only): under loom a
+//! ledger's slots are loom's atomics, four of them. Nothing of the
+//! algorithm is copied here.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom --cfg crossbeam_loom" LOOM_MAX_PREEMPTIONS=2 \
@@ -58,6 +61,9 @@
 //! | C12 | `c12_a_reopen_racing_a_probe_and_its_cancel_keeps_its_period` | 2 |
 //! | C13 | `c13_late_success_and_dropped_permit_change_nothing` | 2 |
 //! | C13 | `c13_late_failure_does_not_reopen` | 2 |
+//! | C13, C7 | `c13_ledger_a_permit_and_its_copies_failing_at_once_count_once` | 2 |
+//! | C13, C7 | `c13_ledger_the_owners_quiet_redeem_racing_a_copys_failure_never_counts_twice` | 2 |
+//! | C13, C7 | `c13_ledger_slot_reuse_never_redeems_a_newer_ticket` | 2 |
 //! | C20, C7 | `c20_reload_racing_probes_keeps_every_decision_on_one_budget` | 1 |
 //! | C20 | `c20_reload_removing_a_dependency_racing_its_fast_path` | 2 |
 //! | C19 | `c19_trip_racing_a_probe_record_and_an_admission_is_never_lost` | 2 |

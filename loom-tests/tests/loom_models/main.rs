@@ -1,4 +1,5 @@
-//! Loom models of breakerbank's concurrent core, one module per clause.
+//! Loom models of breakerbank's concurrent core, one module per clause
+//! (`c13_ledger`: the C ABI's permit ledger).
 //! What each proves and at what bound: see the `breakerbank-loom-tests`
 //! crate docs (`loom-tests/src/lib.rs`).
 //!
@@ -13,6 +14,7 @@ mod support;
 mod c11;
 mod c12;
 mod c13;
+mod c13_ledger;
 mod c19;
 mod c20;
 mod c5;
