@@ -29,14 +29,20 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct PyDecision {
     /// The permit of an admitted call (which holds the dependency), or
-    /// the dependency of a refused one.
+    /// the dependency of a refused one and why it was refused.
     call: Call,
     /// The bank `dep` belongs to, for the collector (see `held`).
     bank: DecisionBank,
-    tenant: Option<String>,
+    tenant: Option<Box<str>>,
+    /// What few admissions have, boxed: the common decision (no deadline,
+    /// classifier or rule) stays small to build and to move into its object.
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a decision most admissions leave unset.
+#[derive(Debug)]
+struct Rare {
     deadline: Option<Instant>,
-    reason: Option<RejectReason>,
-    retry_after: Option<Duration>,
     /// The admission's own `classify=` (C17).
     classify: Option<Py<PyAny>>,
     /// The dependency's rule as it was at admission, if it had one (not
@@ -54,22 +60,30 @@ pub fn reason_str(r: RejectReason) -> &'static str {
 #[derive(Debug)]
 enum Call {
     Admitted(HeldPermit),
-    Refused(Dependency),
+    Refused {
+        dep: Dependency,
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+    },
 }
 
 impl PyDecision {
     fn dep(&self) -> &Dependency {
         match &self.call {
             Call::Admitted(p) => p.dependency(),
-            Call::Refused(d) => d,
+            Call::Refused { dep, .. } => dep,
         }
     }
 
     fn permit(&self) -> Option<&HeldPermit> {
         match &self.call {
             Call::Admitted(p) => Some(p),
-            Call::Refused(_) => None,
+            Call::Refused { .. } => None,
         }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.rare.as_ref().and_then(|r| r.deadline)
     }
 
     /// Runs one admission through the core; `classify` is the call's own
@@ -85,22 +99,26 @@ impl PyDecision {
         let decision = dep
             .admit(tenant, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
-        let (reason, retry_after, call) = match decision {
-            breakerbank::Decision::Admitted(permit) => {
-                (None, None, Call::Admitted(HeldPermit::new(permit)))
-            }
-            breakerbank::Decision::Rejected(r) => {
-                (Some(r.reason), r.retry_after, Call::Refused(dep.clone()))
-            }
+        let call = match decision {
+            breakerbank::Decision::Admitted(permit) => Call::Admitted(HeldPermit::new(permit)),
+            breakerbank::Decision::Rejected(r) => Call::Refused {
+                dep: dep.clone(),
+                reason: r.reason,
+                retry_after: r.retry_after,
+            },
         };
+        let rule = bank.rules().get(dep.id());
+        let rare = (deadline.is_some() || classify.is_some() || rule.is_some()).then(|| {
+            Box::new(Rare {
+                deadline,
+                classify: classify.map(Bound::unbind),
+                rule,
+            })
+        });
         Ok(Self {
             bank: bank.for_decision(py, dep.fallback().kind() == FallbackKind::Stale),
-            tenant: tenant.map(str::to_owned),
-            deadline,
-            reason,
-            retry_after,
-            classify: classify.map(Bound::unbind),
-            rule: bank.rules().get(dep.id()),
+            tenant: tenant.map(Box::from),
+            rare,
             call,
         })
     }
@@ -112,7 +130,7 @@ impl PyDecision {
         let Call::Admitted(permit) = &self.call else {
             return Err(Error::NotAdmitted {
                 dependency: self.dep().name().to_owned(),
-                reason: self.reason.map_or("not admitted", reason_str),
+                reason: self.reason().unwrap_or("not admitted"),
             });
         };
         permit
@@ -141,14 +159,17 @@ impl PyDecision {
                 ))
                 .into());
             }
-            Some(e) => outcome::classify(
-                py,
-                self.dep(),
-                e,
-                self.deadline,
-                self.classify.as_ref().map(|f| f.bind(py)),
-                self.rule.as_deref(),
-            ),
+            Some(e) => {
+                let rare = self.rare.as_deref();
+                outcome::classify(
+                    py,
+                    self.dep(),
+                    e,
+                    self.deadline(),
+                    rare.and_then(|r| r.classify.as_ref()).map(|f| f.bind(py)),
+                    rare.and_then(|r| r.rule.as_deref()),
+                )
+            }
         };
         let counted = self.record(outcome)?;
         match raised {
@@ -158,11 +179,18 @@ impl PyDecision {
     }
 
     fn rejection(&self) -> Option<Rejection<'_>> {
-        self.reason.map(|reason| Rejection {
-            reason,
-            fallback: self.dep().fallback(),
-            retry_after: self.retry_after,
-        })
+        match &self.call {
+            Call::Admitted(_) => None,
+            Call::Refused {
+                dep,
+                reason,
+                retry_after,
+            } => Some(Rejection {
+                reason: *reason,
+                fallback: dep.fallback(),
+                retry_after: *retry_after,
+            }),
+        }
     }
 }
 
@@ -171,7 +199,7 @@ impl PyDecision {
     /// True when the call may go ahead.
     #[getter]
     fn admitted(&self) -> bool {
-        self.reason.is_none()
+        matches!(self.call, Call::Admitted(_))
     }
 
     /// True when the call is a half-open probe (C7).
@@ -184,7 +212,7 @@ impl PyDecision {
     /// "deadline_expired".
     #[getter]
     fn reason(&self) -> Option<&'static str> {
-        self.reason.map(reason_str)
+        self.rejection().map(|r| reason_str(r.reason))
     }
 
     /// None when admitted or the deadline expired; else the declared fallback.
@@ -198,7 +226,7 @@ impl PyDecision {
     /// Seconds until the breaker next admits a probe (reason "open"), else None.
     #[getter]
     fn retry_after(&self) -> Option<f64> {
-        self.retry_after.map(secs)
+        self.rejection()?.retry_after.map(secs)
     }
 
     /// The outcome recorded so far ("success", "failure", "cancelled"), or None.
@@ -335,14 +363,14 @@ impl PyDecision {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(f) = &self.classify {
+        if let Some(f) = self.rare.as_ref().and_then(|r| r.classify.as_ref()) {
             visit.call(f)?;
         }
         self.bank.traverse(&visit)
     }
 
     fn __repr__(&self) -> String {
-        match self.reason {
+        match self.rejection() {
             None => format!(
                 "Decision(dependency={:?}, admitted=True, probe={})",
                 self.dep().name(),
@@ -351,8 +379,8 @@ impl PyDecision {
             Some(r) => format!(
                 "Decision(dependency={:?}, admitted=False, reason={:?}, retry_after={})",
                 self.dep().name(),
-                reason_str(r),
-                self.retry_after
+                reason_str(r.reason),
+                r.retry_after
                     .map_or("None".to_owned(), |d| format!("{}", d.as_secs_f64()))
             ),
         }
