@@ -178,6 +178,28 @@ impl PyDecision {
         }
     }
 
+    /// Leaves the `with` block: records success (`exc` None) or the
+    /// outcome of `exc`, unless an outcome was recorded inside the block;
+    /// never suppresses the exception.
+    fn exit(&self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let Some(permit) = self.permit() else {
+            return Ok(false);
+        };
+        // An outcome recorded by hand inside the block stands: a block
+        // that returned records success unless one was (`record` then
+        // changes nothing), in one lock of the permit.
+        match exc {
+            None => {
+                let _ = permit.record(Outcome::Success);
+            }
+            Some(_) if permit.outcome().is_none() => {
+                self.finish_with(py, exc)?;
+            }
+            Some(_) => {}
+        }
+        Ok(false)
+    }
+
     fn rejection(&self) -> Option<Rejection<'_>> {
         match &self.call {
             Call::Admitted(_) => None,
@@ -335,6 +357,9 @@ impl PyDecision {
         })
     }
 
+    /// `__exit__` as pyo3 takes its arguments: Python sees
+    /// `vectorcall::EXIT`, which calls this method's pyo3 wrapper for any
+    /// call but a `with` statement's.
     #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]
     fn __exit__(
         &self,
@@ -344,22 +369,7 @@ impl PyDecision {
         traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_type, traceback);
-        let Some(permit) = self.permit() else {
-            return Ok(false);
-        };
-        // An outcome recorded by hand inside the block stands: a block
-        // that returned records success unless one was (`record` then
-        // changes nothing), in one lock of the permit.
-        match exc {
-            None => {
-                let _ = permit.record(Outcome::Success);
-            }
-            Some(_) if permit.outcome().is_none() => {
-                self.finish_with(py, exc)?;
-            }
-            Some(_) => {}
-        }
-        Ok(false)
+        self.exit(py, exc)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -386,3 +396,67 @@ impl PyDecision {
         }
     }
 }
+
+/// `Decision.__exit__` as a vectorcall method (see `fastcall`), installed
+/// on the class when the module loads: a `with` statement passes three
+/// positional arguments, read here without pyo3's argument extraction;
+/// any other call goes to the wrapper pyo3 made for the `#[pymethods]`
+/// `__exit__`, so its arguments are taken, and refused, exactly as pyo3
+/// takes them.
+mod vectorcall {
+    use super::*;
+    use crate::fastcall::{self, MethodDef};
+    use pyo3::ffi;
+    use pyo3::types::PyBool;
+
+    static EXIT: MethodDef = MethodDef::new(
+        c"__exit__",
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, exit),
+        c"__exit__($self, exc_type=None, exc=None, traceback=None)\n--\n\n",
+    );
+
+    /// Puts `__exit__` on the `Decision` class.
+    pub fn install(py: Python<'_>) -> PyResult<()> {
+        fastcall::install(&py.get_type::<PyDecision>(), &EXIT)
+    }
+
+    /// `__exit__` as pyo3's fastcall trampoline runs it.
+    ///
+    /// # Safety
+    /// As CPython calls a `METH_FASTCALL | METH_KEYWORDS` method of
+    /// `Decision`: `slf` an instance, `args` `nargs` positional values
+    /// followed by one value per name of `kwnames` (a tuple of str, or
+    /// null), all borrowed.
+    unsafe fn exit(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        if nargs == 3 && kwnames.is_null() {
+            // SAFETY: CPython passes three values, alive for the call.
+            let (exc_type, exc) = unsafe { (*args, *args.add(1)) };
+            // SAFETY: CPython passes live objects, borrowed for the call.
+            let exc_type = unsafe { Borrowed::from_ptr(py, exc_type) };
+            // What pyo3 would refuse (an `exc_type` neither None nor a
+            // type) goes to pyo3, which refuses it.
+            if exc_type.is_none() || exc_type.is_instance_of::<PyType>() {
+                // SAFETY: CPython passes the instance, borrowed; the
+                // method's descriptor has checked it is a `Decision`.
+                let this =
+                    unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDecision>() }.get();
+                // SAFETY: as `exc_type`.
+                let exc = unsafe { Borrowed::from_ptr(py, exc) };
+                let exc = (!exc.is_none()).then_some(&*exc);
+                let suppress = this.exit(py, exc)?;
+                return Ok(PyBool::new(py, suppress).to_owned().into_ptr());
+            }
+        }
+        // SAFETY: pyo3's wrapper of the `#[pymethods]` `__exit__` takes
+        // what CPython passes a fastcall method, as this one does.
+        unsafe { PyDecision::__pymethod___exit____(py, slf, args, nargs, kwnames) }
+    }
+}
+
+pub use vectorcall::install as install_methods;

@@ -73,6 +73,7 @@ mod native {
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
         dependency::install_methods(py)?;
+        decision::install_methods(py)?;
         m.add("BreakerError", py.get_type::<errors::BreakerError>())?;
         m.add("ConfigError", errors::config_error(py)?)?;
         m.add("UnknownDependency", errors::unknown_dependency(py)?)?;
