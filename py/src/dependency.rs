@@ -625,9 +625,10 @@ impl PyDependency {
 /// **kwargs)` methods would have the interpreter build both. Only keywords
 /// that go on to the callable are put in a dict.
 ///
-/// `admit`: a call without arguments skips pyo3's argument extraction;
-/// any other goes to the wrapper pyo3 made for the `#[pymethods]` `admit`,
-/// so its arguments are taken, and refused, exactly as pyo3 takes them.
+/// `admit`: a call without arguments, or with nothing but `tenant=` (a
+/// str), skips pyo3's argument extraction; any other goes to the wrapper
+/// pyo3 made for the `#[pymethods]` `admit`, so its arguments are taken,
+/// and refused, exactly as pyo3 takes them.
 mod vectorcall {
     use super::*;
     use crate::fastcall::{self, MethodDef};
@@ -681,16 +682,80 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
     ) -> PyResult<*mut ffi::PyObject> {
-        if nargs != 0 || !kwnames.is_null() {
-            // SAFETY: pyo3's wrapper of the `#[pymethods]` `admit` takes
-            // what CPython passes a fastcall method, as this one does.
-            return unsafe { PyDependency::__pymethod_admit__(py, slf, args, nargs, kwnames) };
+        if nargs == 0 && kwnames.is_null() {
+            // SAFETY: as this function's.
+            return unsafe { admit_for(py, slf, None) };
         }
-        // SAFETY: CPython passes the instance, borrowed; the method's
-        // descriptor has checked it is a `Dependency`.
+        // SAFETY: as this function's.
+        unsafe { admit_with_arguments(py, slf, args, nargs, kwnames) }
+    }
+
+    /// `admit` given arguments. Out of line: the call without any stays
+    /// small (it saves fewer registers).
+    ///
+    /// # Safety
+    /// As for [`admit`].
+    #[inline(never)]
+    unsafe fn admit_with_arguments(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: as this function's.
+        if let Some(tenant) = unsafe { tenant_only(py, args, nargs, kwnames) } {
+            // A str whose text is not UTF-8 is left to pyo3, to refuse.
+            if let Ok(tenant) = tenant.to_str() {
+                // SAFETY: as this function's.
+                return unsafe { admit_for(py, slf, Some(tenant)) };
+            }
+        }
+        // SAFETY: pyo3's wrapper of the `#[pymethods]` `admit` takes what
+        // CPython passes a fastcall method, as this one does.
+        unsafe { PyDependency::__pymethod_admit__(py, slf, args, nargs, kwnames) }
+    }
+
+    /// `admit(tenant=tenant)`.
+    ///
+    /// # Safety
+    /// `slf` is a `Dependency`, borrowed.
+    #[inline(always)]
+    unsafe fn admit_for(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        tenant: Option<&str>,
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: `slf` is a `Dependency` (the method's descriptor checked
+        // what CPython passes), borrowed.
         let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDependency>() }.get();
-        let decision = PyDecision::admit(py, &this.dep, &this.bank, None, None, None)?;
+        let decision = PyDecision::admit(py, &this.dep, &this.bank, tenant, None, None)?;
         Ok(Bound::new(py, decision)?.into_ptr())
+    }
+
+    /// The value of an `admit` call given nothing but `tenant=`, if it is
+    /// a str; `None` for any other call.
+    ///
+    /// # Safety
+    /// As for [`admit`].
+    unsafe fn tenant_only<'a, 'py>(
+        py: Python<'py>,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> Option<Borrowed<'a, 'py, PyString>> {
+        if nargs != 0 || kwnames.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `kwnames` is a tuple of str, borrowed.
+        let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
+        // Keyword names are interned: the caller's `tenant` is ours.
+        if names.len() != 1 || !names.get_borrowed_item(0).ok()?.is(option_names(py)[0]) {
+            return None;
+        }
+        // SAFETY: the one value follows the (no) positional ones, borrowed.
+        let value = unsafe { Borrowed::from_ptr(py, *args) };
+        value.cast::<PyString>().ok()
     }
 
     /// The method's body as pyo3's fastcall trampoline runs it: the
