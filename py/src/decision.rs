@@ -14,7 +14,7 @@ use breakerbank::{
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +33,10 @@ pub struct PyDecision {
     call: Call,
     /// The bank `dep` belongs to, for the collector (see `held`).
     bank: DecisionBank,
-    tenant: Option<Box<str>>,
+    /// The caller's tenant id as it was given: holding the str costs a
+    /// reference count where a copy of its text would cost an allocation.
+    /// Reported to the collector: a str subclass can refer back.
+    tenant: Option<Py<PyString>>,
     /// What few admissions have, boxed: the common decision (no deadline,
     /// classifier or rule) stays small to build and to move into its object.
     rare: Option<Box<Rare>>,
@@ -82,22 +85,32 @@ impl PyDecision {
         }
     }
 
+    /// The tenant id's text (read once already, by the admission).
+    fn tenant<'a>(&'a self, py: Python<'a>) -> PyResult<Option<&'a str>> {
+        self.tenant
+            .as_ref()
+            .map(|t| t.bind(py).to_str())
+            .transpose()
+    }
+
     fn deadline(&self) -> Option<Instant> {
         self.rare.as_ref().and_then(|r| r.deadline)
     }
 
-    /// Runs one admission through the core; `classify` is the call's own
-    /// classifier, already checked to be callable.
-    pub fn admit(
-        py: Python<'_>,
+    /// Runs one admission through the core; `tenant` is the caller's str
+    /// and its text, `classify` the call's own classifier, already checked
+    /// to be callable.
+    pub fn admit<'py>(
+        py: Python<'py>,
         dep: &Dependency,
         bank: &BankHandle,
-        tenant: Option<&str>,
+        tenant: Option<(&Bound<'py, PyString>, &str)>,
         deadline: Option<Instant>,
-        classify: Option<Bound<'_, PyAny>>,
+        classify: Option<Bound<'py, PyAny>>,
     ) -> Result<Self, Error> {
+        let (tenant, text) = tenant.unzip();
         let decision = dep
-            .admit(tenant, deadline)
+            .admit(text, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
         let call = match decision {
             breakerbank::Decision::Admitted(permit) => Call::Admitted(HeldPermit::new(permit)),
@@ -117,7 +130,7 @@ impl PyDecision {
         });
         Ok(Self {
             bank: bank.for_decision(py, dep.fallback().kind() == FallbackKind::Stale),
-            tenant: tenant.map(Box::from),
+            tenant: tenant.map(|t| t.clone().unbind()),
             rare,
             call,
         })
@@ -299,9 +312,7 @@ impl PyDecision {
         // Only a stale dependency's decision has a store: no other keeps.
         if let Some(values) = self.bank.values() {
             self.dep()
-                .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
-                    values.put(value)
-                });
+                .keep_stale(self.tenant(py)?, cache_key, counted, || values.put(value));
         }
         Ok(counted.as_str())
     }
@@ -328,7 +339,7 @@ impl PyDecision {
         serve(
             py,
             self.dep(),
-            self.tenant.as_deref(),
+            self.tenant(py)?,
             &rejection,
             fallback,
             args,
@@ -344,7 +355,7 @@ impl PyDecision {
         let Some(r) = this.rejection() else {
             return Ok(slf.clone());
         };
-        let tenant = this.tenant.as_deref();
+        let tenant = this.tenant(slf.py())?;
         Err(if r.reason.serves_fallback() {
             // Raised, not served: `unavailable_ref` counts no fallback (C14).
             unavailable(
@@ -373,6 +384,9 @@ impl PyDecision {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(t) = &self.tenant {
+            visit.call(t)?;
+        }
         if let Some(f) = self.rare.as_ref().and_then(|r| r.classify.as_ref()) {
             visit.call(f)?;
         }

@@ -393,11 +393,12 @@ impl PyDependency {
         classify: Option<Bound<'_, PyAny>>,
     ) -> PyResult<PyDecision> {
         let classify = outcome::per_call(classify)?;
+        let tenant_str = tenant.map(|t| PyString::new(py, t));
         Ok(PyDecision::admit(
             py,
             &self.dep,
             &self.bank,
-            tenant,
+            tenant_str.as_ref().zip(tenant),
             opt_deadline(deadline)?,
             classify,
         )?)
@@ -706,9 +707,9 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         // SAFETY: as this function's.
         if let Some(tenant) = unsafe { tenant_only(py, args, nargs, kwnames) } {
             // A str whose text is not UTF-8 is left to pyo3, to refuse.
-            if let Ok(tenant) = tenant.to_str() {
+            if let Ok(text) = tenant.to_str() {
                 // SAFETY: as this function's.
-                return unsafe { admit_for(py, slf, Some(tenant)) };
+                return unsafe { admit_for(py, slf, Some((&tenant, text))) };
             }
         }
         // SAFETY: pyo3's wrapper of the `#[pymethods]` `admit` takes what
@@ -716,15 +717,15 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         unsafe { PyDependency::__pymethod_admit__(py, slf, args, nargs, kwnames) }
     }
 
-    /// `admit(tenant=tenant)`.
+    /// `admit(tenant=tenant)`, with the tenant's text.
     ///
     /// # Safety
     /// `slf` is a `Dependency`, borrowed.
     #[inline(always)]
-    unsafe fn admit_for(
-        py: Python<'_>,
+    unsafe fn admit_for<'py>(
+        py: Python<'py>,
         slf: *mut ffi::PyObject,
-        tenant: Option<&str>,
+        tenant: Option<(&Bound<'py, PyString>, &str)>,
     ) -> PyResult<*mut ffi::PyObject> {
         // SAFETY: `slf` is a `Dependency` (the method's descriptor checked
         // what CPython passes), borrowed.
