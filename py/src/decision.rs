@@ -100,6 +100,7 @@ impl PyDecision {
     /// Runs one admission through the core; `tenant` is the caller's str
     /// and its text, `classify` the call's own classifier, already checked
     /// to be callable.
+    #[inline]
     pub fn admit<'py>(
         py: Python<'py>,
         dep: &Dependency,
