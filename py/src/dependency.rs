@@ -626,10 +626,11 @@ impl PyDependency {
 /// **kwargs)` methods would have the interpreter build both. Only keywords
 /// that go on to the callable are put in a dict.
 ///
-/// `admit`: a call without arguments, or with nothing but `tenant=` (a
-/// str), skips pyo3's argument extraction; any other goes to the wrapper
-/// pyo3 made for the `#[pymethods]` `admit`, so its arguments are taken,
-/// and refused, exactly as pyo3 takes them.
+/// `admit`: a call without arguments, or with nothing but a tenant (a str
+/// or None, by position or keyword; a deadline and classifier that are
+/// None count as not given), skips pyo3's argument extraction; any other
+/// goes to the wrapper pyo3 made for the `#[pymethods]` `admit`, so its
+/// arguments are taken, and refused, exactly as pyo3 takes them.
 mod vectorcall {
     use super::*;
     use crate::fastcall::{self, MethodDef};
@@ -705,12 +706,17 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         kwnames: *mut ffi::PyObject,
     ) -> PyResult<*mut ffi::PyObject> {
         // SAFETY: as this function's.
-        if let Some(tenant) = unsafe { tenant_only(py, args, nargs, kwnames) } {
-            // A str whose text is not UTF-8 is left to pyo3, to refuse.
-            if let Ok(text) = tenant.to_str() {
-                // SAFETY: as this function's.
-                return unsafe { admit_for(py, slf, Some((&tenant, text))) };
+        match unsafe { plain_tenant(py, args, nargs, kwnames) } {
+            // SAFETY: as this function's.
+            Some(None) => return unsafe { admit_for(py, slf, None) },
+            Some(Some(tenant)) => {
+                // A str whose text is not UTF-8 is left to pyo3, to refuse.
+                if let Ok(text) = tenant.to_str() {
+                    // SAFETY: as this function's.
+                    return unsafe { admit_for(py, slf, Some((&tenant, text))) };
+                }
             }
+            None => {}
         }
         // SAFETY: pyo3's wrapper of the `#[pymethods]` `admit` takes what
         // CPython passes a fastcall method, as this one does.
@@ -734,29 +740,51 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         Ok(Bound::new(py, decision)?.into_ptr())
     }
 
-    /// The value of an `admit` call given nothing but `tenant=`, if it is
-    /// a str; `None` for any other call.
+    /// The tenant of an `admit` call that gives nothing else (the other
+    /// arguments absent or None), as the asyncio helpers (positionally) and
+    /// the HTTP gates (`tenant=`) call it: `Some(None)` for no tenant,
+    /// `Some(Some(..))` for a str; `None` for any other call.
     ///
     /// # Safety
     /// As for [`admit`].
-    unsafe fn tenant_only<'a, 'py>(
+    unsafe fn plain_tenant<'a, 'py>(
         py: Python<'py>,
         args: *const *mut ffi::PyObject,
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
-    ) -> Option<Borrowed<'a, 'py, PyString>> {
-        if nargs != 0 || kwnames.is_null() {
-            return None;
+    ) -> Option<Option<Borrowed<'a, 'py, PyString>>> {
+        // SAFETY: each value CPython passes is a live object, borrowed.
+        let arg = |p: *mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, p) };
+        let tenant = if !kwnames.is_null() {
+            if nargs != 0 {
+                return None;
+            }
+            // SAFETY: a non-null `kwnames` is a tuple of str, borrowed.
+            let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
+            // Keyword names are interned: the caller's `tenant` is ours.
+            if names.len() != 1 || !names.get_borrowed_item(0).ok()?.is(option_names(py)[0]) {
+                return None;
+            }
+            // SAFETY: the one value follows the (no) positional ones.
+            arg(unsafe { *args })
+        } else {
+            let nargs = usize::try_from(nargs)
+                .ok()
+                .filter(|n| (1..=3).contains(n))?;
+            // SAFETY: CPython passes `nargs` positional values, contiguous
+            // and alive for the call.
+            let values = unsafe { std::slice::from_raw_parts(args, nargs) };
+            if !values[1..].iter().all(|&v| arg(v).is_none()) {
+                return None;
+            }
+            arg(values[0])
+        };
+        if tenant.is_instance_of::<PyString>() {
+            // SAFETY: just checked.
+            Some(Some(unsafe { tenant.cast_unchecked::<PyString>() }))
+        } else {
+            tenant.is_none().then_some(None)
         }
-        // SAFETY: a non-null `kwnames` is a tuple of str, borrowed.
-        let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
-        // Keyword names are interned: the caller's `tenant` is ours.
-        if names.len() != 1 || !names.get_borrowed_item(0).ok()?.is(option_names(py)[0]) {
-            return None;
-        }
-        // SAFETY: the one value follows the (no) positional ones, borrowed.
-        let value = unsafe { Borrowed::from_ptr(py, *args) };
-        value.cast::<PyString>().ok()
     }
 
     /// The method's body as pyo3's fastcall trampoline runs it: the

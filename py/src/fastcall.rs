@@ -1,8 +1,7 @@
-//! Methods installed on a class as `METH_FASTCALL | METH_KEYWORDS`
-//! functions of our own, run by pyo3's fastcall trampoline, where the
-//! common call is worth more than pyo3's argument extraction costs: the
-//! arguments arrive as an array and the keyword names as a tuple, and the
-//! method reads them as it needs.
+//! Methods put on a class as `METH_FASTCALL | METH_KEYWORDS` functions of
+//! our own, run by pyo3's fastcall trampoline: the arguments arrive as an
+//! array and the keyword names as a tuple, and the method reads what its
+//! common call passes without pyo3's argument extraction.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
