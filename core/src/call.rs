@@ -227,7 +227,10 @@ impl Dependency {
 
     /// [`serve_fallback`](Self::serve_fallback) with the error borrowed:
     /// a refusal allocates nothing (for bindings that make their own
-    /// error from it).
+    /// error from it). Marked inline: a binding instantiates it, and
+    /// without the hint whether its refusal path inlines it depends on how
+    /// the binding's crate happens to be split into codegen units.
+    #[inline]
     pub fn serve_fallback_ref<'a, T: Clone + Send + Sync + 'static>(
         &'a self,
         tenant: Option<&'a str>,

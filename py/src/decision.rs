@@ -14,7 +14,7 @@ use breakerbank::{
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,14 +29,23 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct PyDecision {
     /// The permit of an admitted call (which holds the dependency), or
-    /// the dependency of a refused one.
+    /// the dependency of a refused one and why it was refused.
     call: Call,
     /// The bank `dep` belongs to, for the collector (see `held`).
     bank: DecisionBank,
-    tenant: Option<String>,
+    /// The caller's tenant id as it was given: holding the str costs a
+    /// reference count where a copy of its text would cost an allocation.
+    /// Reported to the collector: a str subclass can refer back.
+    tenant: Option<Py<PyString>>,
+    /// What few admissions have, boxed: the common decision (no deadline,
+    /// classifier or rule) stays small to build and to move into its object.
+    rare: Option<Box<Rare>>,
+}
+
+/// The parts of a decision most admissions leave unset.
+#[derive(Debug)]
+struct Rare {
     deadline: Option<Instant>,
-    reason: Option<RejectReason>,
-    retry_after: Option<Duration>,
     /// The admission's own `classify=` (C17).
     classify: Option<Py<PyAny>>,
     /// The dependency's rule as it was at admission, if it had one (not
@@ -54,53 +63,76 @@ pub fn reason_str(r: RejectReason) -> &'static str {
 #[derive(Debug)]
 enum Call {
     Admitted(HeldPermit),
-    Refused(Dependency),
+    Refused {
+        dep: Dependency,
+        reason: RejectReason,
+        retry_after: Option<Duration>,
+    },
 }
 
 impl PyDecision {
     fn dep(&self) -> &Dependency {
         match &self.call {
             Call::Admitted(p) => p.dependency(),
-            Call::Refused(d) => d,
+            Call::Refused { dep, .. } => dep,
         }
     }
 
     fn permit(&self) -> Option<&HeldPermit> {
         match &self.call {
             Call::Admitted(p) => Some(p),
-            Call::Refused(_) => None,
+            Call::Refused { .. } => None,
         }
     }
 
-    /// Runs one admission through the core; `classify` is the call's own
-    /// classifier, already checked to be callable.
-    pub fn admit(
-        py: Python<'_>,
+    /// The tenant id's text (read once already, by the admission).
+    fn tenant<'a>(&'a self, py: Python<'a>) -> PyResult<Option<&'a str>> {
+        self.tenant
+            .as_ref()
+            .map(|t| t.bind(py).to_str())
+            .transpose()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.rare.as_ref().and_then(|r| r.deadline)
+    }
+
+    /// Runs one admission through the core; `tenant` is the caller's str
+    /// and its text, `classify` the call's own classifier, already checked
+    /// to be callable.
+    #[inline]
+    pub fn admit<'py>(
+        py: Python<'py>,
         dep: &Dependency,
         bank: &BankHandle,
-        tenant: Option<&str>,
+        tenant: Option<(&Bound<'py, PyString>, &str)>,
         deadline: Option<Instant>,
-        classify: Option<Bound<'_, PyAny>>,
+        classify: Option<Bound<'py, PyAny>>,
     ) -> Result<Self, Error> {
+        let (tenant, text) = tenant.unzip();
         let decision = dep
-            .admit(tenant, deadline)
+            .admit(text, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
-        let (reason, retry_after, call) = match decision {
-            breakerbank::Decision::Admitted(permit) => {
-                (None, None, Call::Admitted(HeldPermit::new(permit)))
-            }
-            breakerbank::Decision::Rejected(r) => {
-                (Some(r.reason), r.retry_after, Call::Refused(dep.clone()))
-            }
+        let call = match decision {
+            breakerbank::Decision::Admitted(permit) => Call::Admitted(HeldPermit::new(permit)),
+            breakerbank::Decision::Rejected(r) => Call::Refused {
+                dep: dep.clone(),
+                reason: r.reason,
+                retry_after: r.retry_after,
+            },
         };
+        let rule = bank.rules().get(dep.id());
+        let rare = (deadline.is_some() || classify.is_some() || rule.is_some()).then(|| {
+            Box::new(Rare {
+                deadline,
+                classify: classify.map(Bound::unbind),
+                rule,
+            })
+        });
         Ok(Self {
             bank: bank.for_decision(py, dep.fallback().kind() == FallbackKind::Stale),
-            tenant: tenant.map(str::to_owned),
-            deadline,
-            reason,
-            retry_after,
-            classify: classify.map(Bound::unbind),
-            rule: bank.rules().get(dep.id()),
+            tenant: tenant.map(|t| t.clone().unbind()),
+            rare,
             call,
         })
     }
@@ -112,7 +144,7 @@ impl PyDecision {
         let Call::Admitted(permit) = &self.call else {
             return Err(Error::NotAdmitted {
                 dependency: self.dep().name().to_owned(),
-                reason: self.reason.map_or("not admitted", reason_str),
+                reason: self.reason().unwrap_or("not admitted"),
             });
         };
         permit
@@ -141,14 +173,17 @@ impl PyDecision {
                 ))
                 .into());
             }
-            Some(e) => outcome::classify(
-                py,
-                self.dep(),
-                e,
-                self.deadline,
-                self.classify.as_ref().map(|f| f.bind(py)),
-                self.rule.as_deref(),
-            ),
+            Some(e) => {
+                let rare = self.rare.as_deref();
+                outcome::classify(
+                    py,
+                    self.dep(),
+                    e,
+                    self.deadline(),
+                    rare.and_then(|r| r.classify.as_ref()).map(|f| f.bind(py)),
+                    rare.and_then(|r| r.rule.as_deref()),
+                )
+            }
         };
         let counted = self.record(outcome)?;
         match raised {
@@ -157,12 +192,41 @@ impl PyDecision {
         }
     }
 
+    /// Leaves the `with` block: records success (`exc` None) or the
+    /// outcome of `exc`, unless an outcome was recorded inside the block;
+    /// never suppresses the exception.
+    fn exit(&self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let Some(permit) = self.permit() else {
+            return Ok(false);
+        };
+        // An outcome recorded by hand inside the block stands: a block
+        // that returned records success unless one was (`record` then
+        // changes nothing), in one lock of the permit.
+        match exc {
+            None => {
+                let _ = permit.record(Outcome::Success);
+            }
+            Some(_) if permit.outcome().is_none() => {
+                self.finish_with(py, exc)?;
+            }
+            Some(_) => {}
+        }
+        Ok(false)
+    }
+
     fn rejection(&self) -> Option<Rejection<'_>> {
-        self.reason.map(|reason| Rejection {
-            reason,
-            fallback: self.dep().fallback(),
-            retry_after: self.retry_after,
-        })
+        match &self.call {
+            Call::Admitted(_) => None,
+            Call::Refused {
+                dep,
+                reason,
+                retry_after,
+            } => Some(Rejection {
+                reason: *reason,
+                fallback: dep.fallback(),
+                retry_after: *retry_after,
+            }),
+        }
     }
 }
 
@@ -171,7 +235,7 @@ impl PyDecision {
     /// True when the call may go ahead.
     #[getter]
     fn admitted(&self) -> bool {
-        self.reason.is_none()
+        matches!(self.call, Call::Admitted(_))
     }
 
     /// True when the call is a half-open probe (C7).
@@ -184,7 +248,7 @@ impl PyDecision {
     /// "deadline_expired".
     #[getter]
     fn reason(&self) -> Option<&'static str> {
-        self.reason.map(reason_str)
+        self.rejection().map(|r| reason_str(r.reason))
     }
 
     /// None when admitted or the deadline expired; else the declared fallback.
@@ -198,7 +262,7 @@ impl PyDecision {
     /// Seconds until the breaker next admits a probe (reason "open"), else None.
     #[getter]
     fn retry_after(&self) -> Option<f64> {
-        self.retry_after.map(secs)
+        self.rejection()?.retry_after.map(secs)
     }
 
     /// The outcome recorded so far ("success", "failure", "cancelled"), or None.
@@ -249,9 +313,7 @@ impl PyDecision {
         // Only a stale dependency's decision has a store: no other keeps.
         if let Some(values) = self.bank.values() {
             self.dep()
-                .keep_stale(self.tenant.as_deref(), cache_key, counted, || {
-                    values.put(value)
-                });
+                .keep_stale(self.tenant(py)?, cache_key, counted, || values.put(value));
         }
         Ok(counted.as_str())
     }
@@ -278,7 +340,7 @@ impl PyDecision {
         serve(
             py,
             self.dep(),
-            self.tenant.as_deref(),
+            self.tenant(py)?,
             &rejection,
             fallback,
             args,
@@ -294,7 +356,7 @@ impl PyDecision {
         let Some(r) = this.rejection() else {
             return Ok(slf.clone());
         };
-        let tenant = this.tenant.as_deref();
+        let tenant = this.tenant(slf.py())?;
         Err(if r.reason.serves_fallback() {
             // Raised, not served: `unavailable_ref` counts no fallback (C14).
             unavailable(
@@ -307,6 +369,9 @@ impl PyDecision {
         })
     }
 
+    /// `__exit__` as pyo3 takes its arguments: Python sees
+    /// `vectorcall::EXIT`, which calls this method's pyo3 wrapper for any
+    /// call but a `with` statement's.
     #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]
     fn __exit__(
         &self,
@@ -316,33 +381,21 @@ impl PyDecision {
         traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let _ = (exc_type, traceback);
-        let Some(permit) = self.permit() else {
-            return Ok(false);
-        };
-        // An outcome recorded by hand inside the block stands: a block
-        // that returned records success unless one was (`record` then
-        // changes nothing), in one lock of the permit.
-        match exc {
-            None => {
-                let _ = permit.record(Outcome::Success);
-            }
-            Some(_) if permit.outcome().is_none() => {
-                self.finish_with(py, exc)?;
-            }
-            Some(_) => {}
-        }
-        Ok(false)
+        self.exit(py, exc)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(f) = &self.classify {
+        if let Some(t) = &self.tenant {
+            visit.call(t)?;
+        }
+        if let Some(f) = self.rare.as_ref().and_then(|r| r.classify.as_ref()) {
             visit.call(f)?;
         }
         self.bank.traverse(&visit)
     }
 
     fn __repr__(&self) -> String {
-        match self.reason {
+        match self.rejection() {
             None => format!(
                 "Decision(dependency={:?}, admitted=True, probe={})",
                 self.dep().name(),
@@ -351,10 +404,74 @@ impl PyDecision {
             Some(r) => format!(
                 "Decision(dependency={:?}, admitted=False, reason={:?}, retry_after={})",
                 self.dep().name(),
-                reason_str(r),
-                self.retry_after
+                reason_str(r.reason),
+                r.retry_after
                     .map_or("None".to_owned(), |d| format!("{}", d.as_secs_f64()))
             ),
         }
     }
 }
+
+/// `Decision.__exit__` as a vectorcall method (see `fastcall`), installed
+/// on the class when the module loads: a `with` statement passes three
+/// positional arguments, read here without pyo3's argument extraction;
+/// any other call goes to the wrapper pyo3 made for the `#[pymethods]`
+/// `__exit__`, so its arguments are taken, and refused, exactly as pyo3
+/// takes them.
+mod vectorcall {
+    use super::*;
+    use crate::fastcall::{self, MethodDef};
+    use pyo3::ffi;
+    use pyo3::types::PyBool;
+
+    static EXIT: MethodDef = MethodDef::new(
+        c"__exit__",
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, exit),
+        c"__exit__($self, exc_type=None, exc=None, traceback=None)\n--\n\n",
+    );
+
+    /// Puts `__exit__` on the `Decision` class.
+    pub fn install(py: Python<'_>) -> PyResult<()> {
+        fastcall::install(&py.get_type::<PyDecision>(), &EXIT)
+    }
+
+    /// `__exit__` as pyo3's fastcall trampoline runs it.
+    ///
+    /// # Safety
+    /// As CPython calls a `METH_FASTCALL | METH_KEYWORDS` method of
+    /// `Decision`: `slf` an instance, `args` `nargs` positional values
+    /// followed by one value per name of `kwnames` (a tuple of str, or
+    /// null), all borrowed.
+    unsafe fn exit(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        if nargs == 3 && kwnames.is_null() {
+            // SAFETY: CPython passes three values, alive for the call.
+            let (exc_type, exc) = unsafe { (*args, *args.add(1)) };
+            // SAFETY: CPython passes live objects, borrowed for the call.
+            let exc_type = unsafe { Borrowed::from_ptr(py, exc_type) };
+            // What pyo3 would refuse (an `exc_type` neither None nor a
+            // type) goes to pyo3, which refuses it.
+            if exc_type.is_none() || exc_type.is_instance_of::<PyType>() {
+                // SAFETY: CPython passes the instance, borrowed; the
+                // method's descriptor has checked it is a `Decision`.
+                let this =
+                    unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDecision>() }.get();
+                // SAFETY: as `exc_type`.
+                let exc = unsafe { Borrowed::from_ptr(py, exc) };
+                let exc = (!exc.is_none()).then_some(&*exc);
+                let suppress = this.exit(py, exc)?;
+                return Ok(PyBool::new(py, suppress).to_owned().into_ptr());
+            }
+        }
+        // SAFETY: pyo3's wrapper of the `#[pymethods]` `__exit__` takes
+        // what CPython passes a fastcall method, as this one does.
+        unsafe { PyDecision::__pymethod___exit____(py, slf, args, nargs, kwnames) }
+    }
+}
+
+pub use vectorcall::install as install_methods;

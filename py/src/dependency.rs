@@ -381,10 +381,9 @@ impl PyDependency {
         instant_secs(self.dep.now())
     }
 
-    /// Asks to make one call. `deadline` is in seconds on the bank's clock;
-    /// `classify` says what an exception of the call counts as when the
-    /// decision records it (`with`, `finish`): a callable of the exception
-    /// returning "success", "failure", "cancelled" or None (C17).
+    /// `admit` as pyo3 takes its arguments: Python sees
+    /// `vectorcall::ADMIT` (which carries the docstring), which calls this
+    /// method's pyo3 wrapper whenever there are arguments to take.
     #[pyo3(signature = (tenant=None, deadline=None, classify=None))]
     fn admit(
         &self,
@@ -394,11 +393,12 @@ impl PyDependency {
         classify: Option<Bound<'_, PyAny>>,
     ) -> PyResult<PyDecision> {
         let classify = outcome::per_call(classify)?;
+        let tenant_str = tenant.map(|t| PyString::new(py, t));
         Ok(PyDecision::admit(
             py,
             &self.dep,
             &self.bank,
-            tenant,
+            tenant_str.as_ref().zip(tenant),
             opt_deadline(deadline)?,
             classify,
         )?)
@@ -617,58 +617,174 @@ impl PyDependency {
     }
 }
 
-/// `Dependency.call` as a vectorcall method (`METH_FASTCALL |
-/// METH_KEYWORDS`), installed on the class when the module loads: the
-/// arguments arrive as an array and the keyword names as a tuple, so a
-/// call with `tenant=` builds no dict, and pyo3's `(*args, **kwargs)`
-/// methods would have the interpreter build both. Only keywords that go
-/// on to the callable are put in a dict.
+/// `Dependency.call` and `Dependency.admit` as vectorcall methods
+/// (`METH_FASTCALL | METH_KEYWORDS`, see `fastcall`), installed on the
+/// class when the module loads.
+///
+/// `call`: the arguments arrive as an array and the keyword names as a
+/// tuple, so a call with `tenant=` builds no dict, and pyo3's `(*args,
+/// **kwargs)` methods would have the interpreter build both. Only keywords
+/// that go on to the callable are put in a dict.
+///
+/// `admit`: a call without arguments, or with nothing but a tenant (a str
+/// or None, by position or keyword; a deadline and classifier that are
+/// None count as not given), skips pyo3's argument extraction; any other
+/// goes to the wrapper pyo3 made for the `#[pymethods]` `admit`, so its
+/// arguments are taken, and refused, exactly as pyo3 takes them.
 mod vectorcall {
     use super::*;
+    use crate::fastcall::{self, MethodDef};
     use pyo3::exceptions::PyRuntimeError;
     use pyo3::ffi;
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
-    /// The method's definition; CPython keeps a pointer to it.
-    struct Def(ffi::PyMethodDef);
-
-    // SAFETY: the definition is never written after construction, and its
-    // pointers are to static strings and a function.
-    unsafe impl Sync for Def {}
-
-    static DEF: Def = Def(ffi::PyMethodDef {
-        ml_name: c"call".as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFastWithKeywords: pyo3::impl_::trampoline::get_trampoline_function!(
-                fastcall_cfunction_with_keywords,
-                call
-            ),
-        },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-        ml_doc: c"call($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
+    static CALL: MethodDef = MethodDef::new(
+        c"call",
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call),
+        c"call($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
 --
 
 Calls `fn(*args, **kwargs)` through the breaker: admitted -> the call
 runs and its outcome is recorded (its exception propagates); not
 admitted -> the declared fallback (stale value, `fallback(*args,
 **kwargs)`, or DependencyUnavailable); expired deadline ->
-DeadlineExpired."
-            .as_ptr(),
-    });
+DeadlineExpired.",
+    );
 
-    /// Puts `call` on the `Dependency` class.
+    static ADMIT: MethodDef = MethodDef::new(
+        c"admit",
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, admit),
+        c"admit($self, tenant=None, deadline=None, classify=None)
+--
+
+Asks to make one call. `deadline` is in seconds on the bank's clock;
+`classify` says what an exception of the call counts as when the
+decision records it (`with`, `finish`): a callable of the exception
+returning \"success\", \"failure\", \"cancelled\" or None (C17).",
+    );
+
+    /// Puts `call` and `admit` on the `Dependency` class.
     pub fn install(py: Python<'_>) -> PyResult<()> {
         let ty = py.get_type::<PyDependency>();
-        // SAFETY: `ty` is a live type object and `DEF` lives for the whole
-        // program; CPython only reads the definition (the cast to `*mut`
-        // is its signature's, not a write).
-        let descr = unsafe {
-            Bound::from_owned_ptr_or_err(
-                py,
-                ffi::PyDescr_NewMethod(ty.as_type_ptr(), std::ptr::addr_of!(DEF.0).cast_mut()),
-            )?
+        fastcall::install(&ty, &CALL)?;
+        fastcall::install(&ty, &ADMIT)
+    }
+
+    /// `admit` as pyo3's fastcall trampoline runs it.
+    ///
+    /// # Safety
+    /// As CPython calls a `METH_FASTCALL | METH_KEYWORDS` method of
+    /// `Dependency`: `slf` an instance, `args` `nargs` positional values
+    /// followed by one value per name of `kwnames` (a tuple of str, or
+    /// null), all borrowed.
+    unsafe fn admit(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        if nargs == 0 && kwnames.is_null() {
+            // SAFETY: as this function's.
+            return unsafe { admit_for(py, slf, None) };
+        }
+        // SAFETY: as this function's.
+        unsafe { admit_with_arguments(py, slf, args, nargs, kwnames) }
+    }
+
+    /// `admit` given arguments. Out of line: the call without any stays
+    /// small (it saves fewer registers).
+    ///
+    /// # Safety
+    /// As for [`admit`].
+    #[inline(never)]
+    unsafe fn admit_with_arguments(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: as this function's.
+        match unsafe { plain_tenant(py, args, nargs, kwnames) } {
+            // SAFETY: as this function's.
+            Some(None) => return unsafe { admit_for(py, slf, None) },
+            Some(Some(tenant)) => {
+                // A str whose text is not UTF-8 is left to pyo3, to refuse.
+                if let Ok(text) = tenant.to_str() {
+                    // SAFETY: as this function's.
+                    return unsafe { admit_for(py, slf, Some((&tenant, text))) };
+                }
+            }
+            None => {}
+        }
+        // SAFETY: pyo3's wrapper of the `#[pymethods]` `admit` takes what
+        // CPython passes a fastcall method, as this one does.
+        unsafe { PyDependency::__pymethod_admit__(py, slf, args, nargs, kwnames) }
+    }
+
+    /// `admit(tenant=tenant)`, with the tenant's text.
+    ///
+    /// # Safety
+    /// `slf` is a `Dependency`, borrowed.
+    #[inline(always)]
+    unsafe fn admit_for<'py>(
+        py: Python<'py>,
+        slf: *mut ffi::PyObject,
+        tenant: Option<(&Bound<'py, PyString>, &str)>,
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: `slf` is a `Dependency` (the method's descriptor checked
+        // what CPython passes), borrowed.
+        let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDependency>() }.get();
+        let decision = PyDecision::admit(py, &this.dep, &this.bank, tenant, None, None)?;
+        Ok(Bound::new(py, decision)?.into_ptr())
+    }
+
+    /// The tenant of an `admit` call that gives nothing else (the other
+    /// arguments absent or None), as the asyncio helpers (positionally) and
+    /// the HTTP gates (`tenant=`) call it: `Some(None)` for no tenant,
+    /// `Some(Some(..))` for a str; `None` for any other call.
+    ///
+    /// # Safety
+    /// As for [`admit`].
+    unsafe fn plain_tenant<'a, 'py>(
+        py: Python<'py>,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> Option<Option<Borrowed<'a, 'py, PyString>>> {
+        // SAFETY: each value CPython passes is a live object, borrowed.
+        let arg = |p: *mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, p) };
+        let tenant = if !kwnames.is_null() {
+            if nargs != 0 {
+                return None;
+            }
+            // SAFETY: a non-null `kwnames` is a tuple of str, borrowed.
+            let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
+            // Keyword names are interned: the caller's `tenant` is ours.
+            if names.len() != 1 || !names.get_borrowed_item(0).ok()?.is(option_names(py)[0]) {
+                return None;
+            }
+            // SAFETY: the one value follows the (no) positional ones.
+            arg(unsafe { *args })
+        } else {
+            let nargs = usize::try_from(nargs)
+                .ok()
+                .filter(|n| (1..=3).contains(n))?;
+            // SAFETY: CPython passes `nargs` positional values, contiguous
+            // and alive for the call.
+            let values = unsafe { std::slice::from_raw_parts(args, nargs) };
+            if !values[1..].iter().all(|&v| arg(v).is_none()) {
+                return None;
+            }
+            arg(values[0])
         };
-        ty.setattr(intern!(py, "call"), descr)
+        if tenant.is_instance_of::<PyString>() {
+            // SAFETY: just checked.
+            Some(Some(unsafe { tenant.cast_unchecked::<PyString>() }))
+        } else {
+            tenant.is_none().then_some(None)
+        }
     }
 
     /// The method's body as pyo3's fastcall trampoline runs it: the
@@ -788,4 +904,4 @@ DeadlineExpired."
     }
 }
 
-pub use vectorcall::install as install_call;
+pub use vectorcall::install as install_methods;

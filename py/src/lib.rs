@@ -16,6 +16,7 @@ mod decision;
 mod dependency;
 mod errors;
 mod fallback;
+mod fastcall;
 mod held;
 mod outcome;
 mod time;
@@ -71,7 +72,8 @@ mod native {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
-        dependency::install_call(py)?;
+        dependency::install_methods(py)?;
+        decision::install_methods(py)?;
         m.add("BreakerError", py.get_type::<errors::BreakerError>())?;
         m.add("ConfigError", errors::config_error(py)?)?;
         m.add("UnknownDependency", errors::unknown_dependency(py)?)?;

@@ -1044,6 +1044,27 @@ def test_c16_listener_closing_over_a_dependency_or_decision_is_collected() -> No
 
 
 
+def test_c16_decision_in_a_cycle_through_its_tenant_is_collected() -> None:  # C16
+    # A decision keeps the str its caller gave as the tenant; a str subclass
+    # can refer back to the decision, and the collector must see that cycle.
+    class Tenant(str):
+        decision: object
+
+    bank = bb.Bank.from_yaml(PROFILE, clock=bb.ManualClock())
+    pay = bank["payments_client"]
+
+    def make() -> weakref.ref[bb.Decision]:
+        tenant = Tenant("acme")
+        decision = pay.admit(tenant=tenant)
+        tenant.decision = decision
+        return weakref.ref(decision)
+
+    refs = [make() for _ in range(10)]
+    gc.collect()
+    alive = sum(r() is not None for r in refs)
+    assert alive == 0, f"{alive} of 10 decisions still alive after gc.collect()"
+
+
 @needs_proc
 def test_c3_stale_value_referring_to_its_bank_is_collected() -> None:  # C3, C16
     # The stale cache lives in the core, like listeners: a value that refers
