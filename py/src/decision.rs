@@ -449,11 +449,9 @@ mod vectorcall {
         nargs: ffi::Py_ssize_t,
         kwnames: *mut ffi::PyObject,
     ) -> PyResult<*mut ffi::PyObject> {
-        if nargs == 3 && kwnames.is_null() {
-            // SAFETY: CPython passes three values, alive for the call.
-            let (exc_type, exc) = unsafe { (*args, *args.add(1)) };
-            // SAFETY: CPython passes live objects, borrowed for the call.
-            let exc_type = unsafe { Borrowed::from_ptr(py, exc_type) };
+        // SAFETY: as this function's.
+        let a = unsafe { fastcall::Args::new(py, args, nargs, kwnames) };
+        if let Some([exc_type, exc, _]) = a.exactly::<3>() {
             // What pyo3 would refuse (an `exc_type` neither None nor a
             // type) goes to pyo3, which refuses it.
             if exc_type.is_none() || exc_type.is_instance_of::<PyType>() {
@@ -461,8 +459,6 @@ mod vectorcall {
                 // method's descriptor has checked it is a `Decision`.
                 let this =
                     unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDecision>() }.get();
-                // SAFETY: as `exc_type`.
-                let exc = unsafe { Borrowed::from_ptr(py, exc) };
                 let exc = (!exc.is_none()).then_some(&*exc);
                 let suppress = this.exit(py, exc)?;
                 return Ok(PyBool::new(py, suppress).to_owned().into_ptr());

@@ -706,7 +706,8 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         kwnames: *mut ffi::PyObject,
     ) -> PyResult<*mut ffi::PyObject> {
         // SAFETY: as this function's.
-        match unsafe { plain_tenant(py, args, nargs, kwnames) } {
+        let a = unsafe { fastcall::Args::new(py, args, nargs, kwnames) };
+        match plain_tenant(py, &a) {
             // SAFETY: as this function's.
             Some(None) => return unsafe { admit_for(py, slf, None) },
             Some(Some(tenant)) => {
@@ -744,40 +745,25 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
     /// arguments absent or None), as the asyncio helpers (positionally) and
     /// the HTTP gates (`tenant=`) call it: `Some(None)` for no tenant,
     /// `Some(Some(..))` for a str; `None` for any other call.
-    ///
-    /// # Safety
-    /// As for [`admit`].
-    unsafe fn plain_tenant<'a, 'py>(
+    fn plain_tenant<'a, 'py>(
         py: Python<'py>,
-        args: *const *mut ffi::PyObject,
-        nargs: ffi::Py_ssize_t,
-        kwnames: *mut ffi::PyObject,
+        a: &fastcall::Args<'a, 'py>,
     ) -> Option<Option<Borrowed<'a, 'py, PyString>>> {
-        // SAFETY: each value CPython passes is a live object, borrowed.
-        let arg = |p: *mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, p) };
-        let tenant = if !kwnames.is_null() {
-            if nargs != 0 {
+        let tenant = if a.has_keywords() {
+            if a.len() != 0 || a.keyword_count() != 1 {
                 return None;
             }
-            // SAFETY: a non-null `kwnames` is a tuple of str, borrowed.
-            let names = unsafe { Borrowed::from_ptr(py, kwnames).cast_unchecked::<PyTuple>() };
+            let (name, value) = a.keywords().next()?;
             // Keyword names are interned: the caller's `tenant` is ours.
-            if names.len() != 1 || !names.get_borrowed_item(0).ok()?.is(option_names(py)[0]) {
+            if !name.is(option_names(py)[0]) {
                 return None;
             }
-            // SAFETY: the one value follows the (no) positional ones.
-            arg(unsafe { *args })
+            value
         } else {
-            let nargs = usize::try_from(nargs)
-                .ok()
-                .filter(|n| (1..=3).contains(n))?;
-            // SAFETY: CPython passes `nargs` positional values, contiguous
-            // and alive for the call.
-            let values = unsafe { std::slice::from_raw_parts(args, nargs) };
-            if !values[1..].iter().all(|&v| arg(v).is_none()) {
+            if !(1..=3).contains(&a.len()) || !a.positional_from(1).all(|v| v.is_none()) {
                 return None;
             }
-            arg(values[0])
+            a.get(0)?
         };
         if tenant.is_instance_of::<PyString>() {
             // SAFETY: just checked.
@@ -833,59 +819,38 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         // SAFETY: CPython passes the instance, borrowed.
         let slf = unsafe { Bound::from_borrowed_ptr(py, slf) };
         let this = slf.cast::<PyDependency>().map_err(PyErr::from)?.get();
-        let names = if kwnames.is_null() {
-            None
-        } else {
-            // SAFETY: a non-null `kwnames` is a tuple, borrowed.
-            Some(unsafe { Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>() })
-        };
-        let nargs = usize::try_from(nargs).unwrap_or(0);
-        let nkw = names.as_ref().map_or(0, |n| n.len());
-        let values: &[*mut ffi::PyObject] = if nargs + nkw == 0 {
-            &[]
-        } else {
-            // SAFETY: CPython passes `nargs` positional values, then one
-            // per keyword name, contiguous and alive for the call.
-            unsafe { std::slice::from_raw_parts(args, nargs + nkw) }
-        };
-        // SAFETY: each value is a live object, borrowed for the call.
-        let arg = |p: *mut ffi::PyObject| unsafe { Bound::from_borrowed_ptr(py, p) };
-        let Some(&first) = values[..nargs].first() else {
+        // SAFETY: as this function's.
+        let a = unsafe { fastcall::Args::new(py, args, nargs, kwnames) };
+        let Some(f) = a.get(0) else {
             return Err(Error::Type(
                 "Dependency.call() needs the callable as its first argument".to_owned(),
             )
             .into());
         };
-        let f = arg(first);
         // No tuple for a call without positional arguments.
-        let rest = if nargs == 1 {
-            None
-        } else {
-            Some(PyTuple::new(py, values[1..nargs].iter().map(|&p| arg(p)))?)
+        let rest = match a.len() {
+            1 => None,
+            _ => Some(PyTuple::new(py, a.positional_from(1))?),
         };
         // Borrowed, as CPython passes them: a keyword of ours costs no
         // reference count until it is checked.
         let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
         let mut extra: Option<Bound<'py, PyDict>> = None;
-        if let Some(names) = &names {
+        if a.has_keywords() {
             let ours = option_names(py);
-            for (i, &value) in values[nargs..].iter().enumerate() {
-                let key = names.get_borrowed_item(i)?;
+            for (key, value) in a.keywords() {
                 match option_index(&ours, &key) {
-                    // SAFETY: `value` is a live object CPython passed,
-                    // borrowed for the call.
-                    Some(j) => found[j] = Some(unsafe { Borrowed::from_ptr(py, value) }),
+                    Some(j) => found[j] = Some(value),
                     None => extra
                         .get_or_insert_with(|| PyDict::new(py))
-                        .set_item(key, arg(value))?,
+                        .set_item(key, value)?,
                 }
             }
         }
         // Without keywords there is nothing to check.
-        let o = if names.is_none() {
-            CallOptions::default()
-        } else {
-            checked_options(found)?
+        let o = match a.has_keywords() {
+            false => CallOptions::default(),
+            true => checked_options(found)?,
         };
         let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
         let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;

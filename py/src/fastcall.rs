@@ -1,12 +1,132 @@
 //! Methods put on a class as `METH_FASTCALL | METH_KEYWORDS` functions of
 //! our own, run by pyo3's fastcall trampoline: the arguments arrive as an
-//! array and the keyword names as a tuple, and the method reads what its
-//! common call passes without pyo3's argument extraction.
+//! array and the keyword names as a tuple ([`Args`] reads them), and the
+//! method reads what its common call passes without pyo3's argument
+//! extraction.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
 use std::ffi::CStr;
+
+/// The arguments of a `METH_FASTCALL | METH_KEYWORDS` call: positional
+/// values, then keyword names and their values, all borrowed from the
+/// caller for the call.
+#[derive(Clone, Copy)]
+pub struct Args<'a, 'py> {
+    py: Python<'py>,
+    positional: &'a [*mut ffi::PyObject],
+    /// The keyword names (CPython's tuple of str, null for none) and their
+    /// values, in the same order.
+    names: *mut ffi::PyObject,
+    values: &'a [*mut ffi::PyObject],
+}
+
+impl<'a, 'py> Args<'a, 'py> {
+    /// The arguments as CPython passes them to such a method.
+    ///
+    /// # Safety
+    /// `args` points to `nargs` positional values followed by one value per
+    /// name of `kwnames` (a tuple of str, or null), all live objects
+    /// borrowed for `'a`.
+    #[inline(always)]
+    pub unsafe fn new(
+        py: Python<'py>,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> Self {
+        let nargs = usize::try_from(nargs).unwrap_or(0);
+        let nkw = if kwnames.is_null() {
+            0
+        } else {
+            // SAFETY: a non-null `kwnames` is a tuple.
+            usize::try_from(unsafe { ffi::PyTuple_Size(kwnames) }).unwrap_or(0)
+        };
+        let all = match nargs + nkw {
+            0 => &[][..],
+            // SAFETY: `nargs` positional values and one per keyword name,
+            // contiguous and alive for `'a`.
+            n => unsafe { std::slice::from_raw_parts(args, n) },
+        };
+        let (positional, values) = all.split_at(nargs);
+        Self {
+            py,
+            positional,
+            names: kwnames,
+            values,
+        }
+    }
+
+    /// How many positional values.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.positional.len()
+    }
+
+    /// The `N` positional values of a call that passes exactly `N` and no
+    /// keyword.
+    #[inline(always)]
+    pub fn exactly<const N: usize>(&self) -> Option<[Borrowed<'a, 'py, PyAny>; N]> {
+        if self.has_keywords() {
+            return None;
+        }
+        let values: &[*mut ffi::PyObject; N] = self.positional.try_into().ok()?;
+        // SAFETY: live objects, borrowed for `'a`.
+        Some(values.map(|p| unsafe { Borrowed::from_ptr(self.py, p) }))
+    }
+
+    /// The `i`th positional value.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
+        let &p = self.positional.get(i)?;
+        // SAFETY: a live object, borrowed for `'a`.
+        Some(unsafe { Borrowed::from_ptr(self.py, p) })
+    }
+
+    /// The positional values from the `from`th on.
+    #[inline(always)]
+    pub fn positional_from(
+        &self,
+        from: usize,
+    ) -> impl ExactSizeIterator<Item = Borrowed<'a, 'py, PyAny>> + use<'a, 'py> {
+        let py = self.py;
+        self.positional[from.min(self.positional.len())..]
+            .iter()
+            // SAFETY: each value is a live object, borrowed for `'a`.
+            .map(move |&p| unsafe { Borrowed::from_ptr(py, p) })
+    }
+
+    /// Whether the call passed any keyword.
+    #[inline(always)]
+    pub fn has_keywords(&self) -> bool {
+        !self.names.is_null()
+    }
+
+    /// How many keywords.
+    #[inline(always)]
+    pub fn keyword_count(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The keywords, name and value, in the caller's order.
+    #[inline(always)]
+    pub fn keywords(
+        &self,
+    ) -> impl ExactSizeIterator<Item = (Borrowed<'a, 'py, PyAny>, Borrowed<'a, 'py, PyAny>)> + use<'a, 'py>
+    {
+        let (py, names) = (self.py, self.names);
+        self.values.iter().enumerate().map(move |(i, &v)| {
+            // SAFETY: `i` is below the names tuple's length (one value per
+            // name); a tuple's items live as long as the tuple, which, as
+            // the value, is borrowed for `'a`.
+            unsafe {
+                let name = ffi::PyTuple_GetItem(names, i as ffi::Py_ssize_t);
+                (Borrowed::from_ptr(py, name), Borrowed::from_ptr(py, v))
+            }
+        })
+    }
+}
 
 /// A method's definition; CPython keeps a pointer to it.
 pub struct MethodDef(ffi::PyMethodDef);
