@@ -424,15 +424,55 @@ mod vectorcall {
     use pyo3::ffi;
     use pyo3::types::PyBool;
 
+    static ENTER: MethodDef =
+        MethodDef::noargs(c"__enter__", enter, c"__enter__($self, /)\n--\n\n");
+
     static EXIT: MethodDef = MethodDef::new(
         c"__exit__",
         pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, exit),
         c"__exit__($self, exc_type=None, exc=None, traceback=None)\n--\n\n",
     );
 
-    /// Puts `__exit__` on the `Decision` class.
+    /// Puts `__enter__` and `__exit__` on the `Decision` class.
     pub fn install(py: Python<'_>) -> PyResult<()> {
-        fastcall::install(&py.get_type::<PyDecision>(), &EXIT)
+        let ty = py.get_type::<PyDecision>();
+        fastcall::install(&ty, &ENTER)?;
+        fastcall::install(&ty, &EXIT)
+    }
+
+    /// `__enter__` as CPython calls it. An admitted decision's only
+    /// returns the decision: nothing that can fail, panic or need pyo3's
+    /// bookkeeping, so it runs without pyo3's trampoline. A refused one
+    /// goes to pyo3's wrapper of the `#[pymethods]` `__enter__`, through
+    /// the trampoline, to raise.
+    ///
+    /// # Safety
+    /// As CPython calls a `METH_NOARGS` method of `Decision`: the
+    /// interpreter attached, `slf` an instance, borrowed.
+    unsafe extern "C" fn enter(
+        slf: *mut ffi::PyObject,
+        args: *mut ffi::PyObject,
+    ) -> *mut ffi::PyObject {
+        // SAFETY: CPython calls a method with the interpreter attached; the
+        // token does not outlive this call.
+        let py = unsafe { Python::assume_attached() };
+        // SAFETY: the method's descriptor has checked that `slf` is a
+        // `Decision`; borrowed for the call.
+        let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDecision>() }.get();
+        if this.admitted() {
+            // SAFETY: `slf` is a live object; the new reference is the
+            // caller's.
+            unsafe { ffi::Py_IncRef(slf) };
+            return slf;
+        }
+        // SAFETY: as this function's; pyo3's wrapper takes what CPython
+        // passes a `METH_NOARGS` method.
+        unsafe {
+            pyo3::impl_::trampoline::get_trampoline_function!(
+                noargs,
+                PyDecision::__pymethod___enter____
+            )(slf, args)
+        }
     }
 
     /// `__exit__` as pyo3's fastcall trampoline runs it.

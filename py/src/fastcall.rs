@@ -156,6 +156,19 @@ impl MethodDef {
     }
 }
 
+impl MethodDef {
+    /// The method `name` without arguments (`METH_NOARGS`), run by `meth`
+    /// as CPython calls it; `doc` as for [`MethodDef::new`].
+    pub const fn noargs(name: &'static CStr, meth: ffi::PyCFunction, doc: &'static CStr) -> Self {
+        Self(ffi::PyMethodDef {
+            ml_name: name.as_ptr(),
+            ml_meth: ffi::PyMethodDefPointer { PyCFunction: meth },
+            ml_flags: ffi::METH_NOARGS,
+            ml_doc: doc.as_ptr(),
+        })
+    }
+}
+
 /// Puts the method `def` on `ty`, in place of any of the same name (pyo3's
 /// own, whose wrapper then serves the calls the fast path leaves).
 pub fn install(ty: &Bound<'_, PyType>, def: &'static MethodDef) -> PyResult<()> {
