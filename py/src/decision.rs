@@ -137,6 +137,49 @@ impl PyDecision {
         })
     }
 
+    /// Whether the call may go ahead.
+    pub(crate) fn is_admitted(&self) -> bool {
+        matches!(self.call, Call::Admitted(_))
+    }
+
+    /// `serve_fallback` for the asyncio awaitable.
+    pub(crate) fn serve_fallback_for<'py>(
+        &self,
+        py: Python<'py>,
+        fallback: Option<&Bound<'py, PyAny>>,
+        args: Option<&Bound<'py, PyTuple>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        cache_key: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.serve_fallback(py, fallback, args, kwargs, cache_key)
+    }
+
+    /// `cancelled` for the asyncio awaitable.
+    pub(crate) fn cancelled_for(&self) -> Result<(), Error> {
+        self.cancelled()
+    }
+
+    /// `_returned` for the asyncio awaitable.
+    pub(crate) fn returned(
+        &self,
+        py: Python<'_>,
+        value: Py<PyAny>,
+        cache_key: Option<&str>,
+    ) -> PyResult<&'static str> {
+        self._returned(py, value, cache_key)
+    }
+
+    /// Reports the Python objects the decision holds to the collector.
+    pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(t) = &self.tenant {
+            visit.call(t)?;
+        }
+        if let Some(f) = self.rare.as_ref().and_then(|r| r.classify.as_ref()) {
+            visit.call(f)?;
+        }
+        self.bank.traverse(visit)
+    }
+
     /// Records `outcome` once and returns the outcome as the core counted it
     /// (a success at least `slow_call` long is a failure); a second time
     /// raises and changes nothing.
@@ -158,7 +201,11 @@ impl PyDecision {
     /// Records the outcome of a call that returned (`None`) or raised `exc`
     /// (C17's rule, see `outcome::classify`). A classifier that failed
     /// still leaves the default outcome recorded; its error is returned.
-    fn finish_with(&self, py: Python<'_>, exc: Option<&Bound<'_, PyAny>>) -> PyResult<Outcome> {
+    pub(crate) fn finish_with(
+        &self,
+        py: Python<'_>,
+        exc: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Outcome> {
         let (outcome, raised) = match exc {
             None => (Outcome::Success, None),
             // Anything else is the caller's mistake, not a dependency
@@ -385,13 +432,7 @@ impl PyDecision {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(t) = &self.tenant {
-            visit.call(t)?;
-        }
-        if let Some(f) = self.rare.as_ref().and_then(|r| r.classify.as_ref()) {
-            visit.call(f)?;
-        }
-        self.bank.traverse(&visit)
+        self.traverse(&visit)
     }
 
     fn __repr__(&self) -> String {

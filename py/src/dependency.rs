@@ -1,5 +1,6 @@
 //! `breakerbank.Dependency`: one dependency of a bank, resolved once.
 
+use crate::aio::{Pending, PyAsyncCall};
 use crate::decision::PyDecision;
 use crate::errors::{secs, Error, Kept, Raised};
 use crate::fallback::{call_args, serve, PyFallback};
@@ -200,8 +201,6 @@ fn split<'py>(
     Ok((f, rest, kw, opts))
 }
 
-static ACALL_WITH: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
 impl PyDependency {
     /// Wraps a resolved core dependency of `bank`.
     pub fn new(py: Python<'_>, dep: Dependency, bank: BankHandle) -> Self {
@@ -211,6 +210,11 @@ impl PyDependency {
             dep,
             bank,
         }
+    }
+
+    /// The bank this handle came from.
+    pub(crate) fn bank(&self) -> &BankHandle {
+        &self.bank
     }
 
     /// What a refusal's error reuses of this handle, and the caller's
@@ -308,27 +312,42 @@ impl PyDependency {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// `acall`'s awaitable, its callable and fallback checked here (the
+    /// other options by the caller).
     fn delegate_acall<'py>(
         slf: &Bound<'py, Self>,
         f: Bound<'py, PyAny>,
         args: Bound<'py, PyTuple>,
         kwargs: Option<Bound<'py, PyDict>>,
-        tenant: Option<Bound<'py, PyAny>>,
+        tenant: Option<Bound<'py, PyString>>,
         deadline: Option<f64>,
         fallback: Option<Bound<'py, PyAny>>,
-        cache_key: Option<Bound<'py, PyAny>>,
+        cache_key: Option<Bound<'py, PyString>>,
         classify: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let acall_with = ACALL_WITH.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py
-                .import("breakerbank._aio")?
-                .getattr("acall_with")?
-                .unbind())
-        })?;
-        acall_with.bind(py).call1((
-            slf, f, args, kwargs, tenant, deadline, fallback, cache_key, classify,
-        ))
+        if !f.is_callable() {
+            return Err(Error::Type(format!(
+                "Dependency.acall needs a callable, got {}",
+                type_name(&f)
+            ))
+            .into());
+        }
+        let fallback = match fallback {
+            Some(v) => opt_callable(v, "fallback")?,
+            None => None,
+        };
+        let call = PyAsyncCall::new(Pending {
+            dep: slf.clone().unbind(),
+            f: f.unbind(),
+            args: args.unbind(),
+            kwargs: kwargs.map(Bound::unbind),
+            tenant: tenant.map(Bound::unbind),
+            deadline,
+            fallback: fallback.map(Bound::unbind),
+            cache_key: cache_key.map(Bound::unbind),
+            classify: classify.map(Bound::unbind),
+        });
+        Ok(Bound::new(slf.py(), call)?.into_any())
     }
 }
 
@@ -477,10 +496,10 @@ impl PyDependency {
             f,
             rest,
             kw,
-            o.tenant.map(Bound::into_any),
+            o.tenant,
             o.deadline,
             o.fallback,
-            o.cache_key.map(Bound::into_any),
+            o.cache_key,
             o.classify,
         )
     }
@@ -502,15 +521,7 @@ impl PyDependency {
         let classify = outcome::per_call(classify)?;
         let args = args.unwrap_or_else(|| PyTuple::empty(slf.py()));
         Self::delegate_acall(
-            slf,
-            coro_fn,
-            args,
-            kwargs,
-            tenant.map(Bound::into_any),
-            deadline,
-            fallback,
-            cache_key.map(Bound::into_any),
-            classify,
+            slf, coro_fn, args, kwargs, tenant, deadline, fallback, cache_key, classify,
         )
     }
 

@@ -10,6 +10,7 @@
 //! The crate is never modelled by loom, so it uses `std::sync` directly.
 #![allow(clippy::disallowed_types)]
 
+mod aio;
 mod bank;
 mod clock;
 mod decision;

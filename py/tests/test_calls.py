@@ -4,6 +4,7 @@ exception-to-outcome rule, argument errors and the package itself."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 
 import pytest
@@ -429,6 +430,133 @@ def test_acall_needs_a_coroutine_function(bank: bb.Bank) -> None:
 
     asyncio.run(main())
     assert metric(bank, "payments_client", "acme", "failures_total") == 0
+
+
+class _Suspend:
+    """An awaitable that suspends once (yields "tick"), then returns "resumed"."""
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        yield "tick"
+        return "resumed"
+
+
+async def _waits() -> object:
+    return await _Suspend()
+
+
+def _half_open(bank: bb.Bank, clock: bb.ManualClock) -> bb.Dependency:
+    """payments_client for acme, half-open (probe budget 2)."""
+    pay = bank["payments_client"]
+    trip(pay, "acme")
+    clock.advance(30)
+    return pay
+
+
+def _probes(pay: bb.Dependency) -> object:
+    return pay.inspect("acme")["probes_in_flight"]
+
+
+def test_c13_acall_is_a_coroutine_admitted_when_first_awaited(bank: bb.Bank, clock: bb.ManualClock) -> None:
+    pay = _half_open(bank, clock)
+    c = pay.acall(_waits, tenant="acme")
+    assert asyncio.iscoroutine(c)
+    assert _probes(pay) == 0  # nothing admitted before it is awaited
+    with pytest.raises(TypeError, match="non-None value to a just-started coroutine"):
+        c.send(1)
+    assert _probes(pay) == 0
+    assert c.send(None) == "tick"
+    assert _probes(pay) == 1
+    with pytest.raises(StopIteration) as stop:
+        c.send(None)
+    assert stop.value.value == "resumed"
+    assert _probes(pay) == 0
+    assert pay.inspect("acme")["half_open_successes"] == 1
+    with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+        c.send(None)
+    c.close()  # finished: nothing to do
+
+
+def test_c13_acall_closed_or_dropped_while_suspended_records_cancelled_once(
+    bank: bb.Bank, clock: bb.ManualClock
+) -> None:
+    pay = _half_open(bank, clock)
+    c = pay.acall(_waits, tenant="acme")
+    assert c.send(None) == "tick"
+    c.close()
+    c.close()
+    assert (_probes(pay), metric(bank, "payments_client", "acme", "cancelled_total")) == (0, 1)
+    d = pay.acall(_waits, tenant="acme")
+    assert d.send(None) == "tick"
+    del d
+    gc.collect()
+    assert (_probes(pay), metric(bank, "payments_client", "acme", "cancelled_total")) == (0, 2)
+    assert pay.state(tenant="acme") == "half_open"
+
+
+def test_c13_acall_in_a_reference_cycle_is_collected_and_cancelled(bank: bb.Bank, clock: bb.ManualClock) -> None:
+    pay = _half_open(bank, clock)
+
+    async def keeps(box: list[object]) -> object:
+        return await _Suspend()
+
+    box: list[object] = []
+    c = pay.acall(keeps, box, tenant="acme")
+    box.append(c)  # the awaitable refers to box through its arguments
+    assert c.send(None) == "tick"
+    del box, c
+    gc.collect()
+    assert (_probes(pay), metric(bank, "payments_client", "acme", "cancelled_total")) == (0, 1)
+
+
+def test_c17_acall_throw_reaches_the_awaited_call(bank: bb.Bank, clock: bb.ManualClock) -> None:
+    pay = _half_open(bank, clock)
+    # Thrown before it started: raised at once, nothing admitted, and done.
+    c = pay.acall(_waits, tenant="acme")
+    with pytest.raises(KeyError):
+        c.throw(KeyError("early"))
+    assert _probes(pay) == 0
+    with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+        c.send(None)
+
+    async def handles() -> object:
+        try:
+            return await _Suspend()
+        except KeyError:
+            return "handled"
+
+    # Thrown while suspended: the call handles it and returns (a success).
+    h = pay.acall(handles, tenant="acme")
+    assert h.send(None) == "tick"
+    with pytest.raises(StopIteration) as stop:
+        h.throw(KeyError("k"))
+    assert stop.value.value == "handled"
+    assert pay.inspect("acme")["half_open_successes"] == 1
+    # Or lets it out: the exception rule counts it (a failure reopens).
+    f = pay.acall(_waits, tenant="acme")
+    assert f.send(None) == "tick"
+    with pytest.raises(Boom):
+        f.throw(Boom("thrown"))
+    assert pay.state(tenant="acme") == "open"
+
+
+def test_acall_awaits_an_awaitable_that_is_not_a_coroutine(bank: bb.Bank, clock: bb.ManualClock) -> None:
+    pay = _half_open(bank, clock)
+    c = pay.acall(_Suspend, tenant="acme")
+    assert c.send(None) == "tick"
+    assert _probes(pay) == 1
+    with pytest.raises(StopIteration) as stop:
+        c.send(None)
+    assert stop.value.value == "resumed"
+    assert pay.inspect("acme")["half_open_successes"] == 1
+
+    async def sleeps(t: str) -> str:
+        await asyncio.sleep(0)
+        return t
+
+    async def main() -> list[object]:
+        return list(await asyncio.gather(*(pay.acall(sleeps, t, tenant=t) for t in ("a", "b"))))
+
+    assert asyncio.run(main()) == ["a", "b"]
 
 
 # --- guard --------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Type stubs for the native half of breakerbank (hand-written, checked by
 ``python -m mypy.stubtest breakerbank``)."""
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from os import PathLike
 from types import TracebackType
 from typing import Any, Literal, TypedDict, TypeVar, final
@@ -190,7 +190,7 @@ class Dependency:
         cache_key: str | None = None,
         classify: _Classify | None = None,
         **kwargs: Any,
-    ) -> Awaitable[Any]: ...
+    ) -> Coroutine[Any, Any, Any]: ...
     def acall_with(
         self,
         coro_fn: Callable[..., Awaitable[Any]],
@@ -203,7 +203,7 @@ class Dependency:
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
         classify: _Classify | None = None,
-    ) -> Awaitable[Any]: ...
+    ) -> Coroutine[Any, Any, Any]: ...
     def cache_put(self, key: str, value: object, *, tenant: str | None = None) -> None: ...
     def state(self, tenant: str | None = None) -> _State: ...
     def inspect(self, tenant: str | None = None) -> _Inspection: ...
