@@ -30,11 +30,11 @@ pub struct PyAsyncCall {
 #[derive(Debug)]
 enum Stage {
     /// Not awaited yet: nothing admitted.
-    Start(Box<Pending>),
+    Start(Pending),
     /// Admitted: awaiting the call's coroutine; the decision records how
     /// it ends, and keeps a returned value under `cache_key`.
     Call {
-        decision: Box<PyDecision>,
+        decision: PyDecision,
         inner: Py<PyAny>,
         cache_key: Option<Py<PyString>>,
     },
@@ -104,16 +104,22 @@ fn coroutine_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
         .map(|t| t.bind(py))
 }
 
-/// What ends a coroutine that returned `value`.
+/// What ends a coroutine that returned `value`: the exception instance
+/// made here, where pyo3's lazy error (below Python 3.12) would box its
+/// arguments, raise them and normalise them back into an instance.
 fn stop(value: Bound<'_, PyAny>) -> PyErr {
-    PyStopIteration::new_err((value.unbind(),))
+    let py = value.py();
+    match py.get_type::<PyStopIteration>().call1((value,)) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(e) => e,
+    }
 }
 
 impl PyAsyncCall {
     /// The awaitable of `pending`.
     pub fn new(pending: Pending) -> Self {
         Self {
-            stage: Stage::Start(Box::new(pending)),
+            stage: Stage::Start(pending),
         }
     }
 }
@@ -133,7 +139,7 @@ fn step<'py>(slf: &Bound<'py, PyAsyncCall>, resume: Resume<'py>) -> PyResult<Bou
                 ))
             }
             Resume::Send(_) => {
-                let result = start(slf, *p);
+                let result = start(slf, p);
                 finish_stage(slf);
                 result
             }
@@ -239,7 +245,6 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
             Step::Raised(e) => Err(e),
         };
     }
-    let decision = Box::new(decision);
     let awaitable = match call_args(p.f.bind(py), Some(args), kwargs) {
         Ok(a) => a,
         Err(e) => return Err(raised(py, &decision, e)),
@@ -268,7 +273,7 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
 /// Resumes an admitted call's coroutine; records how it ended.
 fn resume_call<'py>(
     slf: &Bound<'py, PyAsyncCall>,
-    decision: Box<PyDecision>,
+    decision: PyDecision,
     inner: Bound<'py, PyAny>,
     cache_key: Option<Py<PyString>>,
     resume: Resume<'py>,

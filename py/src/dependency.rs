@@ -138,69 +138,6 @@ fn checked_options<'py>(
     Ok(opts)
 }
 
-/// Splits `call(fn, *args, tenant=…, deadline=…, fallback=…, cache_key=…,
-/// classify=…, **kwargs)` received as `(*args, **kwargs)`.
-#[allow(clippy::type_complexity)]
-fn split<'py>(
-    py: Python<'py>,
-    method: &str,
-    args: &Bound<'py, PyTuple>,
-    kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(
-    Bound<'py, PyAny>,
-    Bound<'py, PyTuple>,
-    Option<Bound<'py, PyDict>>,
-    CallOptions<'py>,
-)> {
-    let n = args.len();
-    let f = args.get_item(0).map_err(|_| {
-        Error::Type(format!(
-            "Dependency.{method}() needs the callable as its first argument"
-        ))
-    })?;
-    let rest = if n == 1 {
-        PyTuple::empty(py)
-    } else {
-        args.get_slice(1, n)
-    };
-    let mut opts = CallOptions::default();
-    let Some(kwargs) = kwargs else {
-        return Ok((f, rest, None, opts));
-    };
-    let names = option_names(py);
-    let mut found: [Option<Bound<'py, PyAny>>; 5] = [None, None, None, None, None];
-    let mut n_found = 0;
-    // One walk of the (small) dict rather than a lookup per name.
-    for (key, value) in kwargs.iter() {
-        if let Some(i) = option_index(&names, &key) {
-            found[i] = Some(value);
-            n_found += 1;
-        }
-    }
-    if n_found == 0 {
-        let kw = if kwargs.is_empty() {
-            None
-        } else {
-            Some(kwargs.clone())
-        };
-        return Ok((f, rest, kw, opts));
-    }
-    opts = checked_options(found.each_ref().map(|v| v.as_ref().map(Bound::as_borrowed)))?;
-    // The rest goes to the callable; never mutate the caller's dict.
-    let kw = if kwargs.len() == n_found {
-        None
-    } else {
-        let kw = kwargs.copy()?;
-        for name in option_names(py) {
-            if kw.contains(name)? {
-                kw.del_item(name)?;
-            }
-        }
-        Some(kw)
-    };
-    Ok((f, rest, kw, opts))
-}
-
 impl PyDependency {
     /// Wraps a resolved core dependency of `bank`.
     pub fn new(py: Python<'_>, dep: Dependency, bank: BankHandle) -> Self {
@@ -311,9 +248,9 @@ impl PyDependency {
         failed.unwrap_or(err)
     }
 
-    #[allow(clippy::too_many_arguments)]
     /// `acall`'s awaitable, its callable and fallback checked here (the
     /// other options by the caller).
+    #[allow(clippy::too_many_arguments)]
     fn delegate_acall<'py>(
         slf: &Bound<'py, Self>,
         f: Bound<'py, PyAny>,
@@ -477,31 +414,6 @@ impl PyDependency {
             classify.as_ref(),
         )
         .map_err(PyErr::from)
-    }
-
-    /// The async twin of `call`: returns a coroutine that awaits
-    /// `coro_fn(*args, **kwargs)` through the breaker.
-    #[pyo3(
-        signature = (*args, **kwargs),
-        text_signature = "($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)"
-    )]
-    fn acall<'py>(
-        slf: &Bound<'py, Self>,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let (f, rest, kw, o) = split(slf.py(), "acall", args, kwargs)?;
-        Self::delegate_acall(
-            slf,
-            f,
-            rest,
-            kw,
-            o.tenant,
-            o.deadline,
-            o.fallback,
-            o.cache_key,
-            o.classify,
-        )
     }
 
     /// The async twin of `call_with`.
@@ -674,10 +586,21 @@ decision records it (`with`, `finish`): a callable of the exception
 returning \"success\", \"failure\", \"cancelled\" or None (C17).",
     );
 
-    /// Puts `call` and `admit` on the `Dependency` class.
+    static ACALL: MethodDef = MethodDef::new(
+        c"acall",
+        pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, acall),
+        c"acall($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
+--
+
+The async twin of `call`: returns a coroutine that awaits
+`coro_fn(*args, **kwargs)` through the breaker.",
+    );
+
+    /// Puts `call`, `acall` and `admit` on the `Dependency` class.
     pub fn install(py: Python<'_>) -> PyResult<()> {
         let ty = py.get_type::<PyDependency>();
         fastcall::install(&ty, &CALL)?;
+        fastcall::install(&ty, &ACALL)?;
         fastcall::install(&ty, &ADMIT)
     }
 
@@ -784,6 +707,95 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         }
     }
 
+    /// What `call` and `acall` take: the callable, the positional and
+    /// keyword arguments for it, and breakerbank's options, checked.
+    struct Parsed<'a, 'py> {
+        f: Borrowed<'a, 'py, PyAny>,
+        /// None: no positional arguments (no tuple made).
+        rest: Option<Bound<'py, PyTuple>>,
+        extra: Option<Bound<'py, PyDict>>,
+        o: CallOptions<'py>,
+    }
+
+    /// Reads `method(fn, *args, tenant=…, deadline=…, fallback=…,
+    /// cache_key=…, classify=…, **kwargs)` as CPython passes it.
+    #[inline(always)]
+    fn parse<'a, 'py>(
+        py: Python<'py>,
+        a: &fastcall::Args<'a, 'py>,
+        method: &str,
+    ) -> PyResult<Parsed<'a, 'py>> {
+        let Some(f) = a.get(0) else {
+            return Err(no_callable(method));
+        };
+        // No tuple for a call without positional arguments.
+        let rest = match a.len() {
+            1 => None,
+            _ => Some(PyTuple::new(py, a.positional_from(1))?),
+        };
+        // Borrowed, as CPython passes them: a keyword of ours costs no
+        // reference count until it is checked.
+        let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
+        let mut extra: Option<Bound<'py, PyDict>> = None;
+        if a.has_keywords() {
+            let ours = option_names(py);
+            for (key, value) in a.keywords() {
+                match option_index(&ours, &key) {
+                    Some(j) => found[j] = Some(value),
+                    None => extra
+                        .get_or_insert_with(|| PyDict::new(py))
+                        .set_item(key, value)?,
+                }
+            }
+        }
+        // Without keywords there is nothing to check.
+        let o = match a.has_keywords() {
+            false => CallOptions::default(),
+            true => checked_options(found)?,
+        };
+        Ok(Parsed { f, rest, extra, o })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn no_callable(method: &str) -> PyErr {
+        Error::Type(format!(
+            "Dependency.{method}() needs the callable as its first argument"
+        ))
+        .into()
+    }
+
+    /// `acall` as pyo3's fastcall trampoline runs it.
+    ///
+    /// # Safety
+    /// As for [`admit`].
+    unsafe fn acall(
+        py: Python<'_>,
+        slf: *mut ffi::PyObject,
+        args: *const *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+        kwnames: *mut ffi::PyObject,
+    ) -> PyResult<*mut ffi::PyObject> {
+        // SAFETY: as this function's.
+        let a = unsafe { fastcall::Args::new(py, args, nargs, kwnames) };
+        // SAFETY: `slf` is a `Dependency` (the method's descriptor checked
+        // what CPython passes), borrowed.
+        let slf = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<PyDependency>() };
+        let Parsed { f, rest, extra, o } = parse(py, &a, "acall")?;
+        let awaitable = PyDependency::delegate_acall(
+            &slf,
+            f.to_owned(),
+            rest.unwrap_or_else(|| PyTuple::empty(py)),
+            extra,
+            o.tenant,
+            o.deadline,
+            o.fallback,
+            o.cache_key,
+            o.classify,
+        )?;
+        Ok(awaitable.into_ptr())
+    }
+
     /// The method's body as pyo3's fastcall trampoline runs it: the
     /// interpreter is attached (the caller's), which the trampoline only
     /// records for pyo3, where `Python::attach` would ask CPython.
@@ -832,37 +844,7 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
         let this = slf.cast::<PyDependency>().map_err(PyErr::from)?.get();
         // SAFETY: as this function's.
         let a = unsafe { fastcall::Args::new(py, args, nargs, kwnames) };
-        let Some(f) = a.get(0) else {
-            return Err(Error::Type(
-                "Dependency.call() needs the callable as its first argument".to_owned(),
-            )
-            .into());
-        };
-        // No tuple for a call without positional arguments.
-        let rest = match a.len() {
-            1 => None,
-            _ => Some(PyTuple::new(py, a.positional_from(1))?),
-        };
-        // Borrowed, as CPython passes them: a keyword of ours costs no
-        // reference count until it is checked.
-        let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
-        let mut extra: Option<Bound<'py, PyDict>> = None;
-        if a.has_keywords() {
-            let ours = option_names(py);
-            for (key, value) in a.keywords() {
-                match option_index(&ours, &key) {
-                    Some(j) => found[j] = Some(value),
-                    None => extra
-                        .get_or_insert_with(|| PyDict::new(py))
-                        .set_item(key, value)?,
-                }
-            }
-        }
-        // Without keywords there is nothing to check.
-        let o = match a.has_keywords() {
-            false => CallOptions::default(),
-            true => checked_options(found)?,
-        };
+        let Parsed { f, rest, extra, o } = parse(py, &a, "call")?;
         let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
         let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
         this.run(
