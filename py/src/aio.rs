@@ -10,7 +10,7 @@ use crate::dependency::PyDependency;
 use crate::fallback::call_args;
 use crate::time::opt_deadline;
 use pyo3::exceptions::{
-    PyGeneratorExit, PyRuntimeError, PyStopIteration, PyTypeError, PyValueError,
+    PyGeneratorExit, PyRuntimeError, PyRuntimeWarning, PyStopIteration, PyTypeError, PyValueError,
 };
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -124,6 +124,26 @@ impl PyAsyncCall {
     }
 }
 
+impl Drop for PyAsyncCall {
+    fn drop(&mut self) {
+        if matches!(self.stage, Stage::Start(_)) {
+            // As CPython warns of a coroutine never awaited: the call never
+            // ran, which is rarely what the caller meant. Not at shutdown.
+            Python::try_attach(|py| {
+                let warned = PyErr::warn(
+                    py,
+                    &py.get_type::<PyRuntimeWarning>(),
+                    c"coroutine 'Dependency.acall' was never awaited",
+                    1,
+                );
+                if let Err(e) = warned {
+                    e.write_unraisable(py, None);
+                }
+            });
+        }
+    }
+}
+
 /// Runs the coroutine `slf` stands for up to its next suspension: the
 /// value it yields, or `StopIteration` with what it returned, or what it
 /// raised.
@@ -159,17 +179,7 @@ fn step<'py>(slf: &Bound<'py, PyAsyncCall>, resume: Resume<'py>) -> PyResult<Bou
             result
         }
         Stage::Serve { inner } => {
-            let inner = inner.into_bound(py);
-            let result = match resume_inner(&inner, resume) {
-                Step::Yielded(v) => {
-                    slf.borrow_mut().stage = Stage::Serve {
-                        inner: inner.unbind(),
-                    };
-                    Ok(v)
-                }
-                Step::Returned(v) => Err(stop(v)),
-                Step::Raised(e) => Err(e),
-            };
+            let result = resume_serve(slf, inner.into_bound(py), resume);
             finish_stage(slf);
             result
         }
@@ -216,11 +226,11 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
     let args = p.args.bind(py);
     let kwargs = p.kwargs.as_ref().map(|k| k.bind(py));
     let cache_key = p.cache_key.as_ref().map(|k| k.bind(py));
-    if !decision.is_admitted() {
+    if !decision.admitted() {
         let Some(fallback) = p.fallback else {
             // Nothing to await: served (or raised) as `dep.call` would.
             let key = cache_key.map(|k| k.to_str()).transpose()?;
-            return Err(stop(decision.serve_fallback_for(
+            return Err(stop(decision.serve_fallback(
                 py,
                 None,
                 Some(args),
@@ -233,17 +243,7 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
         let inner = serve
             .bind(py)
             .call1((decision, fallback, args, kwargs, cache_key))?;
-        let result = resume_inner(&inner, Resume::Send(None));
-        return match result {
-            Step::Yielded(v) => {
-                slf.borrow_mut().stage = Stage::Serve {
-                    inner: inner.unbind(),
-                };
-                Ok(v)
-            }
-            Step::Returned(v) => Err(stop(v)),
-            Step::Raised(e) => Err(e),
-        };
+        return resume_serve(slf, inner, Resume::Send(None));
     }
     let awaitable = match call_args(p.f.bind(py), Some(args), kwargs) {
         Ok(a) => a,
@@ -254,7 +254,7 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
     } else {
         let [_, await_, isawaitable] = aio(py)?;
         if !isawaitable.bind(py).call1((&awaitable,))?.is_truthy()? {
-            decision.cancelled_for()?;
+            decision.cancelled()?;
             let name =
                 p.f.bind(py)
                     .getattr("__qualname__")
@@ -293,10 +293,28 @@ fn resume_call<'py>(
                 .as_ref()
                 .map(|k| k.bind(py).to_str())
                 .transpose()?;
-            decision.returned(py, v.clone().unbind(), key)?;
+            decision._returned(py, v.clone().unbind(), key)?;
             Err(stop(v))
         }
         Step::Raised(e) => Err(raised(py, &decision, e)),
+    }
+}
+
+/// Resumes a refused call's fallback coroutine.
+fn resume_serve<'py>(
+    slf: &Bound<'py, PyAsyncCall>,
+    inner: Bound<'py, PyAny>,
+    resume: Resume<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match resume_inner(&inner, resume) {
+        Step::Yielded(v) => {
+            slf.borrow_mut().stage = Stage::Serve {
+                inner: inner.unbind(),
+            };
+            Ok(v)
+        }
+        Step::Returned(v) => Err(stop(v)),
+        Step::Raised(e) => Err(e),
     }
 }
 

@@ -137,38 +137,6 @@ impl PyDecision {
         })
     }
 
-    /// Whether the call may go ahead.
-    pub(crate) fn is_admitted(&self) -> bool {
-        matches!(self.call, Call::Admitted(_))
-    }
-
-    /// `serve_fallback` for the asyncio awaitable.
-    pub(crate) fn serve_fallback_for<'py>(
-        &self,
-        py: Python<'py>,
-        fallback: Option<&Bound<'py, PyAny>>,
-        args: Option<&Bound<'py, PyTuple>>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-        cache_key: Option<&str>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.serve_fallback(py, fallback, args, kwargs, cache_key)
-    }
-
-    /// `cancelled` for the asyncio awaitable.
-    pub(crate) fn cancelled_for(&self) -> Result<(), Error> {
-        self.cancelled()
-    }
-
-    /// `_returned` for the asyncio awaitable.
-    pub(crate) fn returned(
-        &self,
-        py: Python<'_>,
-        value: Py<PyAny>,
-        cache_key: Option<&str>,
-    ) -> PyResult<&'static str> {
-        self._returned(py, value, cache_key)
-    }
-
     /// Reports the Python objects the decision holds to the collector.
     pub(crate) fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Some(t) = &self.tenant {
@@ -281,7 +249,7 @@ impl PyDecision {
 impl PyDecision {
     /// True when the call may go ahead.
     #[getter]
-    fn admitted(&self) -> bool {
+    pub(crate) fn admitted(&self) -> bool {
         matches!(self.call, Call::Admitted(_))
     }
 
@@ -332,7 +300,7 @@ impl PyDecision {
 
     /// Records a cancellation: neither failure nor success, the probe slot
     /// returns (C10). A second outcome raises OutcomeAlreadyRecorded.
-    fn cancelled(&self) -> Result<(), Error> {
+    pub(crate) fn cancelled(&self) -> Result<(), Error> {
         self.record(Outcome::Cancelled).map(drop)
     }
 
@@ -350,7 +318,7 @@ impl PyDecision {
     /// with a `stale` fallback, keeps `value` for (partition, `cache_key`).
     /// Internal: the asyncio helpers' twin of what `dep.call` does.
     #[pyo3(signature = (value, cache_key=None))]
-    fn _returned(
+    pub(crate) fn _returned(
         &self,
         py: Python<'_>,
         value: Py<PyAny>,
@@ -369,7 +337,7 @@ impl PyDecision {
     /// `dep.call` would (and counts it), or raises DependencyUnavailable /
     /// DeadlineExpired. `fallback(*args, **kwargs)` is the degraded behaviour.
     #[pyo3(signature = (fallback=None, args=None, kwargs=None, cache_key=None))]
-    fn serve_fallback<'py>(
+    pub(crate) fn serve_fallback<'py>(
         &self,
         py: Python<'py>,
         fallback: Option<&Bound<'py, PyAny>>,

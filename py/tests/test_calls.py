@@ -476,6 +476,14 @@ def test_c13_acall_is_a_coroutine_admitted_when_first_awaited(bank: bb.Bank, clo
     c.close()  # finished: nothing to do
 
 
+def test_acall_never_awaited_warns_and_admits_nothing(bank: bb.Bank, clock: bb.ManualClock) -> None:
+    pay = _half_open(bank, clock)
+    with pytest.warns(RuntimeWarning, match="never awaited"):
+        pay.acall(_waits, tenant="acme")
+        gc.collect()
+    assert _probes(pay) == 0
+
+
 def test_c13_acall_closed_or_dropped_while_suspended_records_cancelled_once(
     bank: bb.Bank, clock: bb.ManualClock
 ) -> None:
