@@ -11,8 +11,10 @@ aiobreaker (asyncio only). Cases (per call, median of repeated runs, ns):
                        (circuitbreaker's `with` never checks the state, only
                        its decorator does: not the same work, left out)
   baseline with        with lock: pass (a lock made once), with threading.Lock():
-                       pass (one made per use, as admit() makes a Decision): the
-                       interpreter's own cost of a `with` over a native object
+                       pass (one made per use, as admit() makes a Decision), and
+                       with decided: pass (one Decision made once: the statement
+                       over our type, with no admission): what a `with` costs
+                       before any breaker work
   open rejection       dep.call(f) raising DependencyUnavailable, caught, vs each
                        peer's CircuitBreakerError, caught
   open, fallback       dep.call(f, fallback=f) on a `degraded` dependency vs
@@ -216,6 +218,10 @@ def main() -> int:
     rows.append(("baseline with lock: pass", with_lock, with_lock, with_lock, None, "ns"))
     with_new_lock = ns("with threading.Lock(): pass")
     rows.append(("baseline with Lock(): pass", with_new_lock, with_new_lock, with_new_lock, None, "ns"))
+    # The statement over a Decision admitted once (its permit recorded by
+    # the first exit; the later ones record nothing): no admission.
+    env.update(decided=dep.admit())
+    rows.append(("baseline with decided: pass", ns("with decided: pass"), None, None, None, "ns"))
 
     # Open (ours tripped, open for the profile's hour, as failures leave it;
     # not forced open, whose refusal is cheaper): every call is rejected with
