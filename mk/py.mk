@@ -3,7 +3,7 @@
 #   make py-venv      .venv with maturin, pytest, mypy, matplotlib, httpx and
 #                     requests for the client integrations' tests, and pybreaker
 #                     (pinned) whose README the compat module's test runs (from PyPI)
-#   make py-develop   build the extension (release) into .venv
+#   make py-develop   build the extension (profile py-release: fat LTO) into .venv
 #   make py-test      mypy.stubtest on the stubs, then the pytest suite
 #   make demo         single-tenant fault through the harness: report + demo.png
 #   make py-bench     breakerbank vs pybreaker, circuitbreaker and aiobreaker (installed
@@ -29,7 +29,7 @@ py-venv: $(VENV)/.py-venv-stamp
 
 py-develop: py-venv
 	VIRTUAL_ENV=$(VENV) PATH=$(VENV)/bin:$$PATH \
-	  $(VENV)/bin/maturin develop --release --quiet -m py/Cargo.toml
+	  $(VENV)/bin/maturin develop --profile py-release --quiet -m py/Cargo.toml
 
 py-test: py-develop
 	cd py && $(PY) -m mypy.stubtest breakerbank
