@@ -316,7 +316,8 @@ impl PyDecision {
 
     /// Records the outcome of a call that returned `value` and, on success
     /// with a `stale` fallback, keeps `value` for (partition, `cache_key`).
-    /// Internal: the asyncio helpers' twin of what `dep.call` does.
+    /// Internal: what `dep.call` does for a call made elsewhere (the
+    /// asyncio awaitable, the simulation harness).
     #[pyo3(signature = (value, cache_key=None))]
     pub(crate) fn _returned(
         &self,

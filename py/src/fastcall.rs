@@ -1,8 +1,9 @@
-//! Methods put on a class as `METH_FASTCALL | METH_KEYWORDS` functions of
-//! our own, run by pyo3's fastcall trampoline: the arguments arrive as an
-//! array and the keyword names as a tuple ([`Args`] reads them), and the
-//! method reads what its common call passes without pyo3's argument
-//! extraction.
+//! Methods put on a class as C functions of our own ([`MethodDef`],
+//! [`install`]): `METH_FASTCALL | METH_KEYWORDS` ones run by pyo3's fastcall
+//! trampoline, whose arguments arrive as an array and the keyword names as
+//! a tuple ([`Args`] reads them), so the method reads what its common call
+//! passes without pyo3's argument extraction; and `METH_NOARGS` ones that
+//! need no trampoline at all.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -154,9 +155,7 @@ impl MethodDef {
             ml_doc: doc.as_ptr(),
         })
     }
-}
 
-impl MethodDef {
     /// The method `name` without arguments (`METH_NOARGS`), run by `meth`
     /// as CPython calls it; `doc` as for [`MethodDef::new`].
     pub const fn noargs(name: &'static CStr, meth: ffi::PyCFunction, doc: &'static CStr) -> Self {
