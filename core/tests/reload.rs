@@ -688,3 +688,31 @@ fn c20_a_larger_max_tenants_applies_and_starts_the_dependency_afresh() {
     assert_eq!(bank.dependency("payments_client").unwrap().id(), new.id());
     assert_eq!(new.state(Some("t3")).unwrap(), State::Open);
 }
+
+/// C20 × C15: a reload that shortens `recovery_bound` while an episode
+/// runs makes that episode stuck at the new bound: the alert is announced
+/// when a manual clock is advanced past it, not only once the old bound
+/// is reached.
+#[test]
+fn c20_c15_a_shorter_recovery_bound_announces_the_stuck_alert_at_the_new_bound() {
+    let entry = dep("payments_client", "global", 1, "");
+    let (bank, clock, d) = single(&entry);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    fail(&d, None, 1);
+    clock.advance(Duration::from_secs(60));
+    bank.reload(edited(&entry, "recovery_bound: 5m", "recovery_bound: 2m"))
+        .expect("valid");
+    clock.advance(Duration::from_secs(30)); // 1m30s: not yet stuck
+    clock.advance(Duration::from_secs(60)); // 2m30s: past the new bound
+    assert!(bank.flush_events(Duration::from_secs(5)));
+    let stuck = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == EventKind::Stuck)
+        .count();
+    assert_eq!(stuck, 1, "announced once the new bound is crossed");
+    assert_eq!(bank.stuck().len(), 1, "listed as stuck");
+}
