@@ -40,6 +40,45 @@ enum Op {
     ForceOpen,
     /// Admit and record a failure, `n` times.
     Fail(u32),
+    /// C19's operator trip.
+    Trip,
+    /// C19's operator half-open.
+    HalfOpen,
+    /// C20: reload with new thresholds, budget, open duration and backoff
+    /// (the trip policy's kind and window kept, so the partition is kept).
+    Reload(Tune),
+}
+
+/// What a reload changes (C20), applied to a [`Cfg`] by [`Tune::apply`].
+#[derive(Clone, Copy, Debug)]
+struct Tune {
+    /// Consecutive failures, or `min_calls` under the rate policy.
+    n: u32,
+    pct: u32,
+    budget: u32,
+    threshold: u32,
+    open_ms: u64,
+    backoff: bool,
+}
+
+impl Tune {
+    fn apply(self, cfg: Cfg) -> Cfg {
+        let policy = match cfg.policy {
+            Policy::Consecutive(_) => Policy::Consecutive(self.n),
+            Policy::Rate { window_ms, .. } => Policy::Rate {
+                pct: self.pct,
+                min_calls: self.n,
+                window_ms,
+            },
+        };
+        Cfg {
+            policy,
+            budget: self.budget,
+            threshold: self.threshold,
+            open_ms: self.open_ms,
+            backoff: self.backoff,
+        }
+    }
 }
 
 fn outcome() -> impl Strategy<Value = Outcome> {
@@ -65,6 +104,28 @@ fn op(advance: impl Strategy<Value = u64> + 'static) -> impl Strategy<Value = Op
         1 => Just(Op::Reset),
         1 => Just(Op::ForceOpen),
         1 => (1u32..5).prop_map(Op::Fail),
+    ]
+}
+
+/// [`op`] with C19's operator transitions and C20's reloads among them.
+fn op_c19_c20(advance: impl Strategy<Value = u64> + 'static) -> impl Strategy<Value = Op> {
+    let pct = prop_oneof![Just(25u32), Just(50), Just(75), Just(100)];
+    let open = prop_oneof![Just(1u64), Just(1_000), Just(5_000), 1u64..30_000];
+    let tune = (1u32..5, pct, 1u32..4, 1u32..4, open, any::<bool>()).prop_map(
+        |(n, pct, budget, threshold, open_ms, backoff)| Tune {
+            n,
+            pct,
+            budget,
+            threshold,
+            open_ms,
+            backoff,
+        },
+    );
+    prop_oneof![
+        12 => op(advance),
+        1 => Just(Op::Trip),
+        1 => Just(Op::HalfOpen),
+        1 => tune.prop_map(Op::Reload),
     ]
 }
 
@@ -110,6 +171,8 @@ struct Run<'a> {
     model: Breaker,
     now_ms: u64,
     live: Vec<(Permit<'a>, (u64, bool))>,
+    /// Also compare `inspect` (C18) with the reference.
+    inspect: bool,
 }
 
 impl<'a> Run<'a> {
@@ -167,6 +230,25 @@ impl<'a> Run<'a> {
                 self.dep.force_open(None);
                 self.model.force_open();
             }
+            Op::Trip => {
+                self.dep.trip(None);
+                self.model.operator_trip(self.now_ms);
+            }
+            Op::HalfOpen => {
+                self.dep.half_open(None);
+                self.model.operator_half_open(self.now_ms);
+            }
+            Op::Reload(t) => {
+                let cfg = t.apply(self.model.cfg);
+                let profile =
+                    breakerbank::Profile::from_yaml(&cfg.yaml("svc_client", "global", ""))
+                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                self.bank
+                    .reload(profile)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert!(self.dep.state(None).is_ok(), "the handle is kept");
+                self.model.reload(cfg);
+            }
             Op::Fail(n) => {
                 for _ in 0..n {
                     let before = self.live.len();
@@ -191,11 +273,25 @@ impl<'a> Run<'a> {
         prop_assert_eq!(got, want, "state()");
         prop_assert_eq!(part.state, want, "metrics state");
         prop_assert_eq!(Counters::of(part), self.model.m, "metrics counters");
+        if self.inspect {
+            let i = self.dep.inspect(None).expect("global");
+            prop_assert_eq!(i.state, want, "inspect state");
+            let (failures, successes, probes) = self.model.inspected(self.now_ms);
+            if let Policy::Consecutive(_) = self.model.cfg.policy {
+                prop_assert_eq!(i.consecutive_failures, failures, "inspect failures");
+            }
+            prop_assert_eq!(i.half_open_successes, successes, "inspect successes");
+            prop_assert_eq!(i.probes_in_flight, probes, "inspect probes");
+        }
         Ok(())
     }
 }
 
 fn run(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    run_with(cfg, ops, false)
+}
+
+fn run_with(cfg: Cfg, ops: Vec<Op>, inspect: bool) -> Result<(), TestCaseError> {
     let profile = breakerbank::Profile::from_yaml(&cfg.yaml("svc_client", "global", ""))
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let clock = ManualClock::new();
@@ -208,6 +304,7 @@ fn run(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
         model: Breaker::new(cfg),
         now_ms: 0,
         live: Vec::new(),
+        inspect,
     };
     for (step, op) in ops.into_iter().enumerate() {
         r.step(op)
@@ -236,5 +333,27 @@ proptest! {
         ),
     ) {
         run(cfg, ops)?;
+    }
+
+    #[test]
+    fn c18_c19_c20_consecutive_breaker_with_operator_transitions_and_reloads(
+        cfg in consecutive_cfg(),
+        ops in prop::collection::vec(
+            op_c19_c20(prop_oneof![0u64..5, 0u64..4_000, 0u64..40_000]),
+            1..80,
+        ),
+    ) {
+        run_with(cfg, ops, true)?;
+    }
+
+    #[test]
+    fn c18_c19_c20_failure_rate_breaker_with_operator_transitions_and_reloads(
+        cfg in rate_cfg(),
+        ops in prop::collection::vec(
+            op_c19_c20(prop_oneof![0u64..5, 0u64..2_000, 0u64..20_000, 60_000u64..130_000]),
+            1..80,
+        ),
+    ) {
+        run_with(cfg, ops, true)?;
     }
 }

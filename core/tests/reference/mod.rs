@@ -436,4 +436,45 @@ impl Breaker {
     pub fn force_open(&mut self) {
         self.go(State::ForcedOpen);
     }
+
+    /// C19: opens as if the trip policy had fired: from half-open it is a
+    /// re-trip (the backoff grows), on an open breaker the period restarts
+    /// from now; a forced-open breaker stays forced.
+    pub fn operator_trip(&mut self, now: u64) {
+        match self.state(now) {
+            State::ForcedOpen => {}
+            State::HalfOpen => self.trip(now, true),
+            State::Open => {
+                let retrips = self.retrips;
+                self.trip(now, false);
+                self.retrips = retrips;
+                self.open_until = now + self.open_ms();
+            }
+            State::Closed => self.trip(now, false),
+        }
+    }
+
+    /// C19: starts a probe cycle now, from closed or open; a half-open
+    /// breaker keeps its cycle, a forced-open one stays forced.
+    pub fn operator_half_open(&mut self, now: u64) {
+        if matches!(self.state(now), State::Closed | State::Open) {
+            self.go(State::HalfOpen);
+        }
+    }
+
+    /// C20: a reload's new thresholds, durations and budgets apply from the
+    /// next decision; state, counts, probes and open-until are kept.
+    pub fn reload(&mut self, cfg: Cfg) {
+        self.cfg = cfg;
+    }
+
+    /// C18: what `inspect` reports of the episode's counts:
+    /// (consecutive failures, half-open successes, probes in flight).
+    pub fn inspected(&self, now: u64) -> (u32, u32, u32) {
+        match self.state(now) {
+            State::Closed => (self.failures, 0, self.probes),
+            State::HalfOpen if self.phase == State::HalfOpen => (0, self.successes, self.probes),
+            _ => (0, 0, self.probes),
+        }
+    }
 }
