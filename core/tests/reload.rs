@@ -716,3 +716,28 @@ fn c20_c15_a_shorter_recovery_bound_announces_the_stuck_alert_at_the_new_bound()
     assert_eq!(stuck, 1, "announced once the new bound is crossed");
     assert_eq!(bank.stuck().len(), 1, "listed as stuck");
 }
+
+/// C20 × C5: a reload that lowers `failure_rate` applies to the next
+/// failure of every partition, a tenant's included: failures that could
+/// not reach the old rate may reach the new one.
+#[test]
+fn c20_a_lower_failure_rate_applies_to_the_next_failure_of_each_tenant() {
+    let entry = |rate: &str| {
+        format!(
+            "payments_client:\nisolation: tenant\ntrip: {{failure_rate: {rate}, min_calls: 1, window: 10s}}\nrecovery_bound: 5m\nfallback: {{kind: error, code: DOWN}}\nopen_duration: 30s\nhalf_open: {{probe_budget: 1, success_threshold: 1}}\n"
+        )
+    };
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(yaml(&[&entry("1.0")]), clock.clone());
+    let d = bank.dependency("payments_client").expect("declared");
+    for tenant in ["acme", "globex"] {
+        admitted(d.admit(Some(tenant), None).unwrap()).record(Outcome::Success);
+        fail(&d, Some(tenant), 1); // 1 of 2: below 100 %
+        assert_eq!(d.state(Some(tenant)).unwrap(), State::Closed);
+    }
+    bank.reload(yaml(&[&entry("0.25")])).expect("valid");
+    for tenant in ["acme", "globex"] {
+        fail(&d, Some(tenant), 1); // 2 of 3: above 25 %
+        assert_eq!(d.state(Some(tenant)).unwrap(), State::Open, "{tenant}");
+    }
+}
