@@ -408,6 +408,19 @@ impl Window {
         trip
     }
 
+    /// Forgets what earlier judgements concluded under a rate and
+    /// `min_calls` a reload has since replaced (C20): the passes they
+    /// granted (failures that could not reach the old threshold may reach
+    /// the new one) and the arming (a success may now complete
+    /// `min_calls` at a rate the old threshold did not call high). The
+    /// next call judges afresh; the counts stay.
+    pub(crate) fn retuned(&self) {
+        self.void_passes();
+        // Relaxed: a hint, as in `judge`; the next success judges and
+        // sets it from the new rule.
+        self.armed.store(true, Ordering::Relaxed);
+    }
+
     /// Whether a coarse clock reading is good enough for this window.
     pub(crate) fn coarse_ok(&self) -> bool {
         self.width_ns >= COARSE_BUCKET_NS

@@ -152,6 +152,7 @@ impl Dependency {
         let max_tenants = config.max_tenants;
         let coarse = inner.shared.window().is_some_and(|w| w.coarse_ok());
         let tuning = Box::new(Tuning::of(config, inner.table.is_some(), coarse));
+        let rule_changed = tuning.rate != inner.tuning().rate;
         let bits = tuning.fast;
         let ptr = std::ptr::from_ref(&*tuning).cast_mut();
         {
@@ -163,6 +164,20 @@ impl Dependency {
         // Release: a thread that sees the new bits and then reads the
         // tuning sees this one or a later one.
         inner.fast.store(bits, Ordering::Release);
+        if rule_changed {
+            // Judgements made under the old rate left passes and arming
+            // that the new one may not grant: every window judges afresh
+            // (after the store above, so a judgement that starts now
+            // reads the new rule).
+            if let Some(w) = inner.shared.window() {
+                w.retuned();
+            }
+            if let Some(t) = &inner.table {
+                t.for_each_slot(|p| {
+                    p.with_episode_window(Window::retuned);
+                });
+            }
+        }
         if let Some(t) = &inner.table {
             t.set_limit(max_tenants, &|| self.now_coarse().as_nanos());
         }

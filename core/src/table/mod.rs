@@ -443,6 +443,15 @@ impl Table {
         }
     }
 
+    /// Runs `f` on every tenant slot's partition (loads only, no names).
+    pub(crate) fn for_each_slot(&self, mut f: impl FnMut(&Partition)) {
+        for s in 1..=self.arena.slots as u32 {
+            if let Some(p) = self.get(s) {
+                f(p);
+            }
+        }
+    }
+
     /// Every live tenant partition with its slot and key.
     pub(crate) fn live(&self) -> Vec<(u32, &Partition, StdArc<str>)> {
         self.live_tenures()
