@@ -59,6 +59,8 @@ struct Tune {
     threshold: u32,
     open_ms: u64,
     backoff: bool,
+    /// `recovery_bound` (C15), in ms.
+    bound_ms: u64,
 }
 
 impl Tune {
@@ -111,14 +113,16 @@ fn op(advance: impl Strategy<Value = u64> + 'static) -> impl Strategy<Value = Op
 fn op_c19_c20(advance: impl Strategy<Value = u64> + 'static) -> impl Strategy<Value = Op> {
     let pct = prop_oneof![Just(25u32), Just(50), Just(75), Just(100)];
     let open = prop_oneof![Just(1u64), Just(1_000), Just(5_000), 1u64..30_000];
-    let tune = (1u32..5, pct, 1u32..4, 1u32..4, open, any::<bool>()).prop_map(
-        |(n, pct, budget, threshold, open_ms, backoff)| Tune {
+    let bound = prop_oneof![1u64..10_000, 10_000u64..200_000];
+    let tune = (1u32..5, pct, 1u32..4, 1u32..4, open, any::<bool>(), bound).prop_map(
+        |(n, pct, budget, threshold, open_ms, backoff, bound_ms)| Tune {
             n,
             pct,
             budget,
             threshold,
             open_ms,
             backoff,
+            bound_ms,
         },
     );
     prop_oneof![
@@ -171,8 +175,16 @@ struct Run<'a> {
     model: Breaker,
     now_ms: u64,
     live: Vec<(Permit<'a>, (u64, bool))>,
-    /// Also compare `inspect` (C18) with the reference.
+    /// Also compare `inspect` (C18) and the events (C16) with the
+    /// reference.
     inspect: bool,
+    /// Events delivered so far.
+    events: std::sync::Arc<std::sync::Mutex<Vec<breakerbank::Event>>>,
+    /// `recovery_bound` in ms (C15); `None`: far beyond any sequence.
+    bound_ms: Option<u64>,
+    /// Stuck alerts due: (the episode starts a manual clock's advance
+    /// took past the bound, those seen past it at any step).
+    stuck_due: (Vec<u64>, Vec<u64>),
 }
 
 impl<'a> Run<'a> {
@@ -221,13 +233,16 @@ impl<'a> Run<'a> {
             Op::Advance(ms) => {
                 self.clock.advance(Duration::from_millis(ms));
                 self.now_ms += ms;
+                self.note_stuck(true);
             }
             Op::Reset => {
                 self.dep.reset(None);
+                self.model.settle(self.now_ms);
                 self.model.reset();
             }
             Op::ForceOpen => {
                 self.dep.force_open(None);
+                self.model.settle(self.now_ms);
                 self.model.force_open();
             }
             Op::Trip => {
@@ -240,9 +255,11 @@ impl<'a> Run<'a> {
             }
             Op::Reload(t) => {
                 let cfg = t.apply(self.model.cfg);
-                let profile =
-                    breakerbank::Profile::from_yaml(&cfg.yaml("svc_client", "global", ""))
-                        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                if self.bound_ms.is_some() {
+                    self.bound_ms = Some(t.bound_ms);
+                }
+                let profile = breakerbank::Profile::from_yaml(&yaml_of(&cfg, self.bound_ms))
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 self.bank
                     .reload(profile)
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -263,9 +280,28 @@ impl<'a> Run<'a> {
         self.check()
     }
 
+    /// Notes the current episode as due a stuck alert (C15) if it has
+    /// lasted the recovery bound: as required (`advanced`: the manual
+    /// clock was just moved past it) or as allowed.
+    fn note_stuck(&mut self, advanced: bool) {
+        let (Some(bound), Some(start)) = (self.bound_ms, self.model.episode) else {
+            return;
+        };
+        if self.now_ms - start >= bound {
+            let (must, may) = &mut self.stuck_due;
+            if advanced && !must.contains(&start) {
+                must.push(start);
+            }
+            if !may.contains(&start) {
+                may.push(start);
+            }
+        }
+    }
+
     /// C14: `state()` and the snapshot read what an admission would find;
     /// the counters are the reference's.
-    fn check(&self) -> Result<(), TestCaseError> {
+    fn check(&mut self) -> Result<(), TestCaseError> {
+        self.note_stuck(false);
         let want = self.model.state(self.now_ms);
         let m = self.bank.metrics();
         let part = &m.dependencies[0].partitions[0];
@@ -274,6 +310,54 @@ impl<'a> Run<'a> {
         prop_assert_eq!(part.state, want, "metrics state");
         prop_assert_eq!(Counters::of(part), self.model.m, "metrics counters");
         if self.inspect {
+            // C16: one event per transition, none lost or duplicated; the
+            // end of an open period is announced by the sweep a manual
+            // clock's advance runs (C14).
+            let mut model = self.model.clone();
+            model.settle(self.now_ms);
+            prop_assert!(self.bank.flush_events(Duration::from_secs(10)));
+            let entered = |to: State| {
+                self.events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.to == Some(to) && e.kind != breakerbank::EventKind::Stuck)
+                    .count() as u64
+            };
+            let got = (
+                entered(State::Open),
+                entered(State::HalfOpen),
+                entered(State::Closed),
+                entered(State::ForcedOpen),
+            );
+            prop_assert_eq!(
+                got,
+                model.entered,
+                "events into (open, half-open, closed, forced open)"
+            );
+            if let Some(bound) = self.bound_ms {
+                // C15: one alert per episode that lasted the bound, at the
+                // latest when the clock was advanced past it.
+                let alerts = self
+                    .events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|e| e.kind == breakerbank::EventKind::Stuck)
+                    .count();
+                let (must, may) = (self.stuck_due.0.len(), self.stuck_due.1.len());
+                prop_assert!(
+                    (must..=may).contains(&alerts),
+                    "{} stuck alerts, {}..={} due",
+                    alerts,
+                    must,
+                    may
+                );
+                let stuck = model
+                    .episode
+                    .is_some_and(|start| self.now_ms - start >= bound);
+                prop_assert_eq!(part.stuck, stuck, "stuck gauge");
+            }
             let i = self.dep.inspect(None).expect("global");
             prop_assert_eq!(i.state, want, "inspect state");
             let (failures, successes, probes) = self.model.inspected(self.now_ms);
@@ -291,12 +375,39 @@ fn run(cfg: Cfg, ops: Vec<Op>) -> Result<(), TestCaseError> {
     run_with(cfg, ops, false)
 }
 
+/// `cfg`'s profile, with `recovery_bound` set to `bound_ms` if given
+/// (and C7's probe timeout kept out of the way).
+fn yaml_of(cfg: &Cfg, bound_ms: Option<u64>) -> String {
+    let y = cfg.yaml("svc_client", "global", "");
+    match bound_ms {
+        None => y,
+        Some(ms) => y.replace(
+            "recovery_bound: 1000h",
+            &format!("recovery_bound: {ms}ms\n    probe_timeout: 1000h"),
+        ),
+    }
+}
+
 fn run_with(cfg: Cfg, ops: Vec<Op>, inspect: bool) -> Result<(), TestCaseError> {
-    let profile = breakerbank::Profile::from_yaml(&cfg.yaml("svc_client", "global", ""))
+    run_bounded(cfg, ops, inspect, None)
+}
+
+fn run_bounded(
+    cfg: Cfg,
+    ops: Vec<Op>,
+    inspect: bool,
+    bound_ms: Option<u64>,
+) -> Result<(), TestCaseError> {
+    let profile = breakerbank::Profile::from_yaml(&yaml_of(&cfg, bound_ms))
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let clock = ManualClock::new();
     let bank = Bank::with_clock(profile, clock.clone());
     let dep = bank.dependency("svc_client").expect("declared");
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    if inspect {
+        let sink = events.clone();
+        bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    }
     let mut r = Run {
         bank: &bank,
         clock,
@@ -305,6 +416,9 @@ fn run_with(cfg: Cfg, ops: Vec<Op>, inspect: bool) -> Result<(), TestCaseError> 
         now_ms: 0,
         live: Vec::new(),
         inspect,
+        events,
+        bound_ms,
+        stuck_due: (Vec::new(), Vec::new()),
     };
     for (step, op) in ops.into_iter().enumerate() {
         r.step(op)
@@ -355,5 +469,17 @@ proptest! {
         ),
     ) {
         run_with(cfg, ops, true)?;
+    }
+
+    #[test]
+    fn c15_c16_c19_c20_consecutive_breaker_stuck_alerts_and_events(
+        cfg in consecutive_cfg(),
+        bound_ms in prop_oneof![1u64..10_000, 10_000u64..200_000],
+        ops in prop::collection::vec(
+            op_c19_c20(prop_oneof![0u64..5, 0u64..4_000, 0u64..40_000]),
+            1..80,
+        ),
+    ) {
+        run_bounded(cfg, ops, true, Some(bound_ms))?;
     }
 }
