@@ -741,3 +741,31 @@ fn c20_a_lower_failure_rate_applies_to_the_next_failure_of_each_tenant() {
         assert_eq!(d.state(Some(tenant)).unwrap(), State::Open, "{tenant}");
     }
 }
+
+/// C20 × C9: partitions a lower `max_tenants` had to keep (open ones)
+/// count against it once they close: newcomers then take their places
+/// instead of adding to them, so the table comes back within the limit.
+#[test]
+fn c20_c9_partitions_kept_over_a_lower_max_tenants_make_way_once_closed() {
+    let bank = Bank::with_clock(
+        yaml(&[&dep("payments_client", "tenant", 1, "max_tenants: 4\n")]),
+        ManualClock::new(),
+    );
+    let d = bank.dependency("payments_client").unwrap();
+    for t in ["a", "b", "c", "d"] {
+        fail(&d, Some(t), 1);
+    }
+    let live = reload_to_max_tenants(&bank, 1);
+    assert_eq!(live.len(), 4, "open ones are kept: {live:?}");
+    d.reset(None);
+    for t in ["n1", "n2", "n3", "n4", "n5"] {
+        admitted(d.admit(Some(t), None).unwrap()).record(Outcome::Success);
+    }
+    let live: Vec<String> = bank.metrics().dependencies[0]
+        .partitions
+        .iter()
+        .map(|p| p.partition.clone())
+        .filter(|p| p != "<overflow>")
+        .collect();
+    assert!(live.len() <= 1, "max_tenants 1, table holds {live:?}");
+}
