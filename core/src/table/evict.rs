@@ -78,8 +78,18 @@ impl Table {
         let limit = limit.min(self.capacity);
         // Relaxed: see `alloc_slot`.
         self.limit.store(limit, Ordering::Relaxed);
+        self.shrink_to_limit(now_ns)
+    }
+
+    /// Evicts in C9's order while the table holds more tenants than its
+    /// limit (after a reload lowered it below partitions that could not
+    /// go then), until it holds no more or nothing else can go. Returns
+    /// the tenants evicted.
+    pub(super) fn shrink_to_limit(&self, now_ns: &dyn Fn() -> u64) -> u32 {
         let mut evicted = 0;
-        while self.live.load(Ordering::Relaxed) > limit {
+        // Relaxed: as in `alloc_slot`; a count read a little early only
+        // moves the work to the next insert.
+        while self.live.load(Ordering::Relaxed) > self.limit.load(Ordering::Relaxed) {
             let Some(victim) = self.evict(now_ns) else {
                 break;
             };
