@@ -769,3 +769,27 @@ fn c20_c9_partitions_kept_over_a_lower_max_tenants_make_way_once_closed() {
         .collect();
     assert!(live.len() <= 1, "max_tenants 1, table holds {live:?}");
 }
+
+/// C20 as CONTRACT.md words it: a dependency whose name and isolation are
+/// unchanged keeps every partition's state, and handles taken before keep
+/// working (only a removed dependency refuses with `UnknownDependency`).
+/// A reload that changes the failure-rate `window` (or the trip policy's
+/// kind, or raises `max_tenants` above the table's size) starts the
+/// dependency afresh instead: an open breaker closes mid-outage and every
+/// handle a service holds refuses from then on. The tests
+/// `c20_a_*_starts_the_dependency_afresh` assert that behaviour, which
+/// README documents; making this pass means carrying the partitions over.
+#[test]
+#[ignore = "defect: a window change starts the dependency afresh (open breaker closes, held handles refuse); C20 keeps both"]
+fn c20_a_window_change_keeps_an_open_breaker_open_and_held_handles_working() {
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(yaml(&[&rate_dep("payments_client", "10s")]), clock);
+    let d = bank.dependency("payments_client").unwrap();
+    d.trip(None);
+    assert_eq!(d.state(None).unwrap(), State::Open);
+    bank.reload(yaml(&[&rate_dep("payments_client", "20s")]))
+        .unwrap();
+    assert_eq!(d.state(None), Ok(State::Open), "the held handle");
+    let now = bank.dependency("payments_client").unwrap();
+    assert_eq!(now.state(None).unwrap(), State::Open, "the outage is kept");
+}
