@@ -812,3 +812,46 @@ fn c7_c13_a_held_permit_dropped_unrecorded_is_cancelled_and_gives_its_probe_back
         "the held probe and the one just dropped"
     );
 }
+
+/// C5: the failure-rate policy trips when the rate is ≥ R, so a window
+/// whose rate equals R exactly trips, for every R written with two
+/// decimals (7 failures of 100 calls is a rate of 0.07, though 0.07 × 100
+/// is a little over 7 in binary floating point), and one failure fewer
+/// does not.
+#[test]
+fn c5_a_failure_rate_exactly_at_the_threshold_trips() {
+    for calls in [10u32, 20, 100] {
+        for pct in 1..100u32 {
+            if pct * calls % 100 != 0 {
+                continue;
+            }
+            let failures = pct * calls / 100;
+            for (fails, trips) in [(failures - 1, false), (failures, true)] {
+                if fails == 0 {
+                    continue;
+                }
+                let rate = format!("0.{pct:02}");
+                let p = profile(
+                    "email_client",
+                    "global",
+                    &format!("{{failure_rate: {rate}, min_calls: {calls}, window: 10s}}"),
+                    "{probe_budget: 1, success_threshold: 1}",
+                    "{kind: degraded}",
+                    "",
+                );
+                let bank = Bank::with_clock(p, ManualClock::new());
+                let dep = bank.dependency("email_client").unwrap();
+                for _ in 0..calls - fails {
+                    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+                }
+                fail(&dep, None, fails);
+                let want = if trips { State::Open } else { State::Closed };
+                assert_eq!(
+                    dep.state(None).unwrap(),
+                    want,
+                    "failure_rate {rate}: {fails} failures of {calls} calls"
+                );
+            }
+        }
+    }
+}
