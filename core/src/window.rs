@@ -366,7 +366,12 @@ impl Window {
         marked: Option<u64>,
     ) -> bool {
         let (calls, fails) = self.totals(now_ns);
-        let high = |calls: u64, fails: u64| fails > 0 && (fails as f64) >= rate * calls as f64;
+        // The rate as a quotient, compared with `rate`: both are the
+        // nearest doubles to their exact values, so a window whose rate
+        // equals the profile's decimal exactly compares equal (C5: ≥ R
+        // trips), where `rate * calls` can round above `fails` (0.07 × 100
+        // is a little over 7).
+        let high = |calls: u64, fails: u64| fails > 0 && fails as f64 / calls as f64 >= rate;
         let is_high = high(calls, fails);
         let trip = is_high && calls >= min_calls;
         let armed = is_high && !trip;
