@@ -196,3 +196,29 @@ impl Dependency {
         self.inner.fast.store(fast::RETIRED, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Bank, ManualClock, Profile};
+
+    fn profile(failures: u32) -> Profile {
+        Profile::from_yaml(&format!(
+            "dependencies:\n  svc_client:\n    isolation: global\n    trip: {{consecutive_failures: {failures}}}\n    open_duration: 30s\n    half_open: {{probe_budget: 1, success_threshold: 1}}\n    fallback: {{kind: error, code: DOWN}}\n    recovery_bound: 5m\n"
+        ))
+        .expect("valid")
+    }
+
+    /// C20: a service that reloads its profile periodically, changed or
+    /// not, keeps one tuning per distinct entry, not one per reload.
+    #[test]
+    fn c20_reloads_keep_one_tuning_per_distinct_entry() {
+        let bank = Bank::with_clock(profile(3), ManualClock::new());
+        let dep = bank.dependency("svc_client").expect("declared");
+        for i in 0..1_000 {
+            bank.reload(profile(3 + i % 2)).expect("valid");
+        }
+        let kept = dep.inner.tunings.lock().expect("not poisoned").len();
+        assert_eq!(kept, 2, "tunings kept after 1000 reloads of two entries");
+        assert_eq!(dep.config().trip, profile(4).dependencies()[0].trip);
+    }
+}
