@@ -9,7 +9,9 @@
 //! so a decision never mixes two profiles' values (a probe budget of one
 //! with a success threshold of the other). Tunings are never freed before
 //! their dependency: a [`Rejection`] borrows its fallback for as long as
-//! it borrows the handle. A reload keeps one more (a few hundred bytes).
+//! it borrows the handle. A reload keeps one more (a few hundred bytes)
+//! for an entry the dependency has not had before, and reuses the one it
+//! has for an entry it has (a profile reloaded unchanged costs nothing).
 
 use crate::dependency::*;
 use crate::state::machine::Policy;
@@ -151,13 +153,23 @@ impl Dependency {
         }
         let max_tenants = config.max_tenants;
         let coarse = inner.shared.window().is_some_and(|w| w.coarse_ok());
-        let tuning = Box::new(Tuning::of(config, inner.table.is_some(), coarse));
+        let tuning = Tuning::of(config, inner.table.is_some(), coarse);
         let rule_changed = tuning.rate != inner.tuning().rate;
         let bits = tuning.fast;
-        let ptr = std::ptr::from_ref(&*tuning).cast_mut();
         {
             let mut all = inner.tunings.lock().unwrap_or_else(|e| e.into_inner());
-            all.push(tuning);
+            // An entry seen before has its tuning already (the same
+            // config makes the same tuning for this dependency): reusing
+            // it keeps one per distinct entry, so a service that reloads
+            // an unchanged profile every minute does not grow.
+            let kept = match all.iter().position(|t| t.config == tuning.config) {
+                Some(i) => &all[i],
+                None => {
+                    all.push(Box::new(tuning));
+                    &all[all.len() - 1]
+                }
+            };
+            let ptr = std::ptr::from_ref::<Tuning>(kept).cast_mut();
             // Release: pairs with the Acquire in `tuning()`.
             inner.tuning.store(ptr, Ordering::Release);
         }
