@@ -855,3 +855,37 @@ fn c5_a_failure_rate_exactly_at_the_threshold_trips() {
         }
     }
 }
+
+/// C7 × C9: a probe lost by its caller in an episode that then closed
+/// gives its slot back after `probe_timeout`, as it would in half-open:
+/// its closed partition is then evictable like any other, and a newcomer
+/// to a full table gets a partition instead of the overflow.
+#[test]
+fn c7_c9_a_lost_probe_of_a_closed_partition_stops_holding_it_after_probe_timeout() {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 2, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "probe_timeout: 10s\nmax_tenants: 1",
+    );
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(p, clock.clone());
+    let dep = bank.dependency("payments_client").unwrap();
+    fail(&dep, Some("acme"), 1);
+    clock.advance(SECS30);
+    let closing = admitted(dep.admit(Some("acme"), None).unwrap());
+    let lost = admitted(dep.admit(Some("acme"), None).unwrap());
+    assert!(closing.is_probe() && lost.is_probe());
+    std::mem::forget(lost); // a C caller that lost its permit
+    closing.record(Outcome::Success);
+    assert_eq!(dep.state(Some("acme")).unwrap(), State::Closed);
+    clock.advance(Duration::from_secs(60)); // well past probe_timeout
+    admitted(dep.admit(Some("globex"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(
+        dep.partition_of(Some("globex")),
+        "globex",
+        "acme's closed partition holds nothing any more: evicted for the newcomer"
+    );
+}
