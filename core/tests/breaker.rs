@@ -878,7 +878,7 @@ fn c7_c9_a_lost_probe_of_a_closed_partition_stops_holding_it_after_probe_timeout
     let closing = admitted(dep.admit(Some("acme"), None).unwrap());
     let lost = admitted(dep.admit(Some("acme"), None).unwrap());
     assert!(closing.is_probe() && lost.is_probe());
-    std::mem::forget(lost); // a C caller that lost its permit
+    let lost = lost.into_raw(); // a C caller that lost its permit
     closing.record(Outcome::Success);
     assert_eq!(dep.state(Some("acme")).unwrap(), State::Closed);
     clock.advance(Duration::from_secs(60)); // well past probe_timeout
@@ -888,4 +888,20 @@ fn c7_c9_a_lost_probe_of_a_closed_partition_stops_holding_it_after_probe_timeout
         "globex",
         "acme's closed partition holds nothing any more: evicted for the newcomer"
     );
+    // The lost probe's record, if it ever comes, returns nothing to a
+    // later owner of acme's slot (C9, C13). Of the table's two slots,
+    // globex took the one acme's was not; the next newcomer evicts idle
+    // globex and takes acme's old slot, the only one free.
+    admitted(dep.admit(Some("initech"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("initech")), "initech");
+    fail(&dep, Some("initech"), 1);
+    clock.advance(SECS30);
+    let probe = admitted(dep.admit(Some("initech"), None).unwrap());
+    assert!(probe.is_probe());
+    assert_eq!(dep.inspect(Some("initech")).unwrap().probes_in_flight, 1);
+    dep.record_raw(lost, Outcome::Success);
+    assert_eq!(dep.inspect(Some("initech")).unwrap().probes_in_flight, 1);
+    assert_eq!(dep.state(Some("initech")).unwrap(), State::HalfOpen);
+    probe.record(Outcome::Success);
+    assert_eq!(dep.state(Some("initech")).unwrap(), State::Closed);
 }

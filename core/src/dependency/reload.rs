@@ -152,6 +152,7 @@ impl Dependency {
                 .set_max_staleness(max_staleness);
         }
         let max_tenants = config.max_tenants;
+        let probe_timeout = config.probe_timeout;
         let coarse = inner.shared.window().is_some_and(|w| w.coarse_ok());
         let tuning = Tuning::of(config, inner.table.is_some(), coarse);
         let rule_changed = tuning.rate != inner.tuning().rate;
@@ -191,6 +192,7 @@ impl Dependency {
             }
         }
         if let Some(t) = &inner.table {
+            t.set_probe_timeout(probe_timeout);
             t.set_limit(max_tenants, &|| self.now_coarse().as_nanos());
         }
         // Sweep everything again: the new recovery bound may make an
