@@ -292,10 +292,11 @@ impl Dependency {
                 // `set_override` and `Table::settle_forced`'s) starts closed.
                 let before = self.fresh_state(Some(name));
                 t.reset_one(name);
-                // Evicted before the CAS: fresh, which a reset makes.
+                // Evicted before the CAS: fresh, which a reset makes; held
+                // by a racing insert: it settles closed by the rule above.
                 let done = t
                     .lookup(name)
-                    .is_some_and(|r| apply(r.slot, r.part, r.owner) != Operated::Lost);
+                    .is_some_and(|r| matches!(apply(r.slot, r.part, r.owner), Operated::Done(_)));
                 if !done {
                     // Recorded as an event all the same (C11, C16), as a
                     // force of a tenant with no partition is: it may end
