@@ -352,9 +352,9 @@ impl Dependency {
         if !r.reason.serves_fallback() {
             return Err(CallError::DeadlineExpired);
         }
-        self.serve_fallback::<()>(tenant, r, None, None::<fn() -> Option<()>>)
+        self.serve_fallback::<NoValue>(tenant, r, None, None::<fn() -> Option<NoValue>>)
             .map_err(CallError::Unavailable)
-            .map(|_| unreachable_value())
+            .map(|never| match never {})
     }
 
     /// Runs `f` if admitted and records its outcome; otherwise serves the
@@ -506,8 +506,9 @@ impl Dependency {
     }
 }
 
-fn unreachable_value<T>() -> T {
-    // `serve_fallback::<()>` without a cache key or degraded behaviour can
-    // only fail; this keeps the types honest without an unwrap.
-    unreachable!("a fallback without cache key or degraded behaviour cannot serve a value")
-}
+/// The value type of a fallback served without a cache key or degraded
+/// behaviour (`call`'s): uninhabited, so no cache entry can be of it and
+/// serving can only fail. (A type a caller can name, such as `()`, could
+/// have been cached by a `call_with` under the default key.)
+#[derive(Clone, Copy)]
+enum NoValue {}

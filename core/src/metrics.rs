@@ -254,15 +254,32 @@ impl Stats {
         (s != NO_EPISODE).then(|| Instant::from_nanos(s))
     }
 
-    /// When the current episode becomes stuck, if its alert is still to
-    /// come.
-    pub(crate) fn stuck_pending(&self) -> Option<u64> {
+    /// When the current episode becomes stuck under `bound`, the recovery
+    /// bound in force now, if its alert is still to come.
+    ///
+    /// The due time is computed from `bound` rather than read back from
+    /// `stuck_after`, which holds the bound of the episode's trip: a
+    /// reload may have changed it since (C20), and an alert must come at
+    /// the bound in force (C15). `stuck_after` is brought up to date on
+    /// the way, so the refusal path's check follows the new bound too.
+    pub(crate) fn stuck_pending(&self, bound: Duration) -> Option<u64> {
+        // Relaxed throughout: `stuck_after` is a hint for the refusal
+        // path, and the sweep decides with `check_stuck`, which reads
+        // the phase and the episode again.
+        let seen = self.stuck_after.load(Ordering::Relaxed);
         let start = self.episode_start.load(Ordering::Relaxed);
-        let due = self.stuck_after.load(Ordering::Relaxed);
-        (start != NO_EPISODE
-            && due != NO_EPISODE
-            && self.stuck_announced.load(Ordering::Relaxed) != start)
-            .then_some(due)
+        if start == NO_EPISODE || self.stuck_announced.load(Ordering::Relaxed) == start {
+            return None;
+        }
+        let due = (Instant::from_nanos(start) + bound).as_nanos();
+        if seen != NO_EPISODE && seen != due {
+            // From the value read before the episode start: a transition
+            // in between stores its own due and this CAS fails.
+            let _ =
+                self.stuck_after
+                    .compare_exchange(seen, due, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        Some(due)
     }
 
     /// True exactly once per episode once it has lasted `bound` (C15).

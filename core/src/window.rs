@@ -366,7 +366,12 @@ impl Window {
         marked: Option<u64>,
     ) -> bool {
         let (calls, fails) = self.totals(now_ns);
-        let high = |calls: u64, fails: u64| fails > 0 && (fails as f64) >= rate * calls as f64;
+        // The rate as a quotient, compared with `rate`: both are the
+        // nearest doubles to their exact values, so a window whose rate
+        // equals the profile's decimal exactly compares equal (C5: ≥ R
+        // trips), where `rate * calls` can round above `fails` (0.07 × 100
+        // is a little over 7).
+        let high = |calls: u64, fails: u64| fails > 0 && fails as f64 / calls as f64 >= rate;
         let is_high = high(calls, fails);
         let trip = is_high && calls >= min_calls;
         let armed = is_high && !trip;
@@ -406,6 +411,19 @@ impl Window {
             }
         }
         trip
+    }
+
+    /// Forgets what earlier judgements concluded under a rate and
+    /// `min_calls` a reload has since replaced (C20): the passes they
+    /// granted (failures that could not reach the old threshold may reach
+    /// the new one) and the arming (a success may now complete
+    /// `min_calls` at a rate the old threshold did not call high). The
+    /// next call judges afresh; the counts stay.
+    pub(crate) fn retuned(&self) {
+        self.void_passes();
+        // Relaxed: a hint, as in `judge`; the next success judges and
+        // sets it from the new rule.
+        self.armed.store(true, Ordering::Relaxed);
     }
 
     /// Whether a coarse clock reading is good enough for this window.

@@ -812,3 +812,96 @@ fn c7_c13_a_held_permit_dropped_unrecorded_is_cancelled_and_gives_its_probe_back
         "the held probe and the one just dropped"
     );
 }
+
+/// C5: the failure-rate policy trips when the rate is ≥ R, so a window
+/// whose rate equals R exactly trips, for every R written with two
+/// decimals (7 failures of 100 calls is a rate of 0.07, though 0.07 × 100
+/// is a little over 7 in binary floating point), and one failure fewer
+/// does not.
+#[test]
+fn c5_a_failure_rate_exactly_at_the_threshold_trips() {
+    for calls in [10u32, 20, 100] {
+        for pct in 1..100u32 {
+            if pct * calls % 100 != 0 {
+                continue;
+            }
+            let failures = pct * calls / 100;
+            for (fails, trips) in [(failures - 1, false), (failures, true)] {
+                if fails == 0 {
+                    continue;
+                }
+                let rate = format!("0.{pct:02}");
+                let p = profile(
+                    "email_client",
+                    "global",
+                    &format!("{{failure_rate: {rate}, min_calls: {calls}, window: 10s}}"),
+                    "{probe_budget: 1, success_threshold: 1}",
+                    "{kind: degraded}",
+                    "",
+                );
+                let bank = Bank::with_clock(p, ManualClock::new());
+                let dep = bank.dependency("email_client").unwrap();
+                for _ in 0..calls - fails {
+                    admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+                }
+                fail(&dep, None, fails);
+                let want = if trips { State::Open } else { State::Closed };
+                assert_eq!(
+                    dep.state(None).unwrap(),
+                    want,
+                    "failure_rate {rate}: {fails} failures of {calls} calls"
+                );
+            }
+        }
+    }
+}
+
+/// C7 × C9: a probe lost by its caller in an episode that then closed
+/// gives its slot back after `probe_timeout`, as it would in half-open:
+/// its closed partition is then evictable like any other, and a newcomer
+/// to a full table gets a partition instead of the overflow.
+#[test]
+fn c7_c9_a_lost_probe_of_a_closed_partition_stops_holding_it_after_probe_timeout() {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 2, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "probe_timeout: 10s\nmax_tenants: 1",
+    );
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(p, clock.clone());
+    let dep = bank.dependency("payments_client").unwrap();
+    fail(&dep, Some("acme"), 1);
+    clock.advance(SECS30);
+    let closing = admitted(dep.admit(Some("acme"), None).unwrap());
+    let lost = admitted(dep.admit(Some("acme"), None).unwrap());
+    assert!(closing.is_probe() && lost.is_probe());
+    let lost = lost.into_raw(); // a C caller that lost its permit
+    closing.record(Outcome::Success);
+    assert_eq!(dep.state(Some("acme")).unwrap(), State::Closed);
+    clock.advance(Duration::from_secs(60)); // well past probe_timeout
+    admitted(dep.admit(Some("globex"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(
+        dep.partition_of(Some("globex")),
+        "globex",
+        "acme's closed partition holds nothing any more: evicted for the newcomer"
+    );
+    // The lost probe's record, if it ever comes, returns nothing to a
+    // later owner of acme's slot (C9, C13). Of the table's two slots,
+    // globex took the one acme's was not; the next newcomer evicts idle
+    // globex and takes acme's old slot, the only one free.
+    admitted(dep.admit(Some("initech"), None).unwrap()).record(Outcome::Success);
+    assert_eq!(dep.partition_of(Some("initech")), "initech");
+    fail(&dep, Some("initech"), 1);
+    clock.advance(SECS30);
+    let probe = admitted(dep.admit(Some("initech"), None).unwrap());
+    assert!(probe.is_probe());
+    assert_eq!(dep.inspect(Some("initech")).unwrap().probes_in_flight, 1);
+    dep.record_raw(lost, Outcome::Success);
+    assert_eq!(dep.inspect(Some("initech")).unwrap().probes_in_flight, 1);
+    assert_eq!(dep.state(Some("initech")).unwrap(), State::HalfOpen);
+    probe.record(Outcome::Success);
+    assert_eq!(dep.state(Some("initech")).unwrap(), State::Closed);
+}

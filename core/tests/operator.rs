@@ -356,3 +356,37 @@ fn c19_trip_of_a_tenant_with_no_room_leaves_the_overflow_alone() {
         "the overflow partition still serves"
     );
 }
+
+/// C11, C16: a reset is recorded as an event also for a tenant with no
+/// partition, whose state it changes (forced open one by one while the
+/// table had no room for it, then closed), as its force was.
+#[test]
+fn c11_c16_reset_of_a_tenant_with_no_partition_is_an_event() {
+    let p = profile(
+        "payments_client",
+        "tenant",
+        "{consecutive_failures: 1}",
+        "{probe_budget: 1, success_threshold: 1}",
+        "{kind: error, code: X}",
+        "max_tenants: 1",
+    );
+    let bank = Bank::with_clock(p, ManualClock::new());
+    let events = recorder(&bank);
+    let pay = bank.dependency("payments_client").unwrap();
+    fail(&pay, Some("acme"), 1); // open: cannot be evicted
+    pay.force_open(Some("globex"));
+    assert_eq!(pay.state(Some("globex")).unwrap(), State::ForcedOpen);
+    pay.reset(Some("globex"));
+    assert_eq!(pay.state(Some("globex")).unwrap(), State::Closed);
+    let seen: Vec<_> = operator_events(&bank, &events)
+        .into_iter()
+        .map(|(kind, partition, ..)| (kind, partition))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (EventKind::ForcedOpen, "globex".to_string()),
+            (EventKind::Reset, "globex".to_string()),
+        ]
+    );
+}

@@ -688,3 +688,108 @@ fn c20_a_larger_max_tenants_applies_and_starts_the_dependency_afresh() {
     assert_eq!(bank.dependency("payments_client").unwrap().id(), new.id());
     assert_eq!(new.state(Some("t3")).unwrap(), State::Open);
 }
+
+/// C20 × C15: a reload that shortens `recovery_bound` while an episode
+/// runs makes that episode stuck at the new bound: the alert is announced
+/// when a manual clock is advanced past it, not only once the old bound
+/// is reached.
+#[test]
+fn c20_c15_a_shorter_recovery_bound_announces_the_stuck_alert_at_the_new_bound() {
+    let entry = dep("payments_client", "global", 1, "");
+    let (bank, clock, d) = single(&entry);
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    fail(&d, None, 1);
+    clock.advance(Duration::from_secs(60));
+    bank.reload(edited(&entry, "recovery_bound: 5m", "recovery_bound: 2m"))
+        .expect("valid");
+    clock.advance(Duration::from_secs(30)); // 1m30s: not yet stuck
+    clock.advance(Duration::from_secs(60)); // 2m30s: past the new bound
+    assert!(bank.flush_events(Duration::from_secs(5)));
+    let stuck = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == EventKind::Stuck)
+        .count();
+    assert_eq!(stuck, 1, "announced once the new bound is crossed");
+    assert_eq!(bank.stuck().len(), 1, "listed as stuck");
+}
+
+/// C20 × C5: a reload that lowers `failure_rate` applies to the next
+/// failure of every partition, a tenant's included: failures that could
+/// not reach the old rate may reach the new one.
+#[test]
+fn c20_a_lower_failure_rate_applies_to_the_next_failure_of_each_tenant() {
+    let entry = |rate: &str| {
+        format!(
+            "payments_client:\nisolation: tenant\ntrip: {{failure_rate: {rate}, min_calls: 1, window: 10s}}\nrecovery_bound: 5m\nfallback: {{kind: error, code: DOWN}}\nopen_duration: 30s\nhalf_open: {{probe_budget: 1, success_threshold: 1}}\n"
+        )
+    };
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(yaml(&[&entry("1.0")]), clock.clone());
+    let d = bank.dependency("payments_client").expect("declared");
+    for tenant in ["acme", "globex"] {
+        admitted(d.admit(Some(tenant), None).unwrap()).record(Outcome::Success);
+        fail(&d, Some(tenant), 1); // 1 of 2: below 100 %
+        assert_eq!(d.state(Some(tenant)).unwrap(), State::Closed);
+    }
+    bank.reload(yaml(&[&entry("0.25")])).expect("valid");
+    for tenant in ["acme", "globex"] {
+        fail(&d, Some(tenant), 1); // 2 of 3: above 25 %
+        assert_eq!(d.state(Some(tenant)).unwrap(), State::Open, "{tenant}");
+    }
+}
+
+/// C20 × C9: partitions a lower `max_tenants` had to keep (open ones)
+/// count against it once they close: newcomers then take their places
+/// instead of adding to them, so the table comes back within the limit.
+#[test]
+fn c20_c9_partitions_kept_over_a_lower_max_tenants_make_way_once_closed() {
+    let bank = Bank::with_clock(
+        yaml(&[&dep("payments_client", "tenant", 1, "max_tenants: 4\n")]),
+        ManualClock::new(),
+    );
+    let d = bank.dependency("payments_client").unwrap();
+    for t in ["a", "b", "c", "d"] {
+        fail(&d, Some(t), 1);
+    }
+    let live = reload_to_max_tenants(&bank, 1);
+    assert_eq!(live.len(), 4, "open ones are kept: {live:?}");
+    d.reset(None);
+    for t in ["n1", "n2", "n3", "n4", "n5"] {
+        admitted(d.admit(Some(t), None).unwrap()).record(Outcome::Success);
+    }
+    let live: Vec<String> = bank.metrics().dependencies[0]
+        .partitions
+        .iter()
+        .map(|p| p.partition.clone())
+        .filter(|p| p != "<overflow>")
+        .collect();
+    assert!(live.len() <= 1, "max_tenants 1, table holds {live:?}");
+}
+
+/// C20 as CONTRACT.md words it: a dependency whose name and isolation are
+/// unchanged keeps every partition's state, and handles taken before keep
+/// working (only a removed dependency refuses with `UnknownDependency`).
+/// A reload that changes the failure-rate `window` (or the trip policy's
+/// kind, or raises `max_tenants` above the table's size) starts the
+/// dependency afresh instead: an open breaker closes mid-outage and every
+/// handle a service holds refuses from then on. The tests
+/// `c20_a_*_starts_the_dependency_afresh` assert that behaviour, which
+/// README documents; making this pass means carrying the partitions over.
+#[test]
+#[ignore = "defect: a window change starts the dependency afresh (open breaker closes, held handles refuse); C20 keeps both"]
+fn c20_a_window_change_keeps_an_open_breaker_open_and_held_handles_working() {
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(yaml(&[&rate_dep("payments_client", "10s")]), clock);
+    let d = bank.dependency("payments_client").unwrap();
+    d.trip(None);
+    assert_eq!(d.state(None).unwrap(), State::Open);
+    bank.reload(yaml(&[&rate_dep("payments_client", "20s")]))
+        .unwrap();
+    assert_eq!(d.state(None), Ok(State::Open), "the held handle");
+    let now = bank.dependency("payments_client").unwrap();
+    assert_eq!(now.state(None).unwrap(), State::Open, "the outage is kept");
+}

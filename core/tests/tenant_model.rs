@@ -67,6 +67,14 @@ enum Op {
     ForceOpen(Option<usize>),
     /// Admit and record a failure on one tenant, `n` times.
     Fail(usize, u32),
+    /// C20: reload with new thresholds, budget, open duration and backoff
+    /// (`n`: consecutive failures or `min_calls`; the policy's kind, its
+    /// window and `max_tenants` kept, so every partition is kept).
+    Reload {
+        n: u32,
+        pct: u32,
+        half_open: (u32, u32, u64, bool),
+    },
 }
 
 /// A table partition: its breaker, which incarnation of the tenant's
@@ -484,6 +492,40 @@ impl<'a> Run<'a> {
                     self.own.insert(t, true);
                 }
             }
+            Op::Reload { n, pct, half_open } => {
+                let (budget, threshold, open_ms, backoff) = half_open;
+                let policy = match self.cfg.policy {
+                    Policy::Consecutive(_) => Policy::Consecutive(n),
+                    Policy::Rate { window_ms, .. } => Policy::Rate {
+                        pct,
+                        min_calls: n,
+                        window_ms,
+                    },
+                };
+                let cfg = Cfg {
+                    policy,
+                    budget,
+                    threshold,
+                    open_ms,
+                    backoff,
+                };
+                let yaml = cfg.yaml(
+                    "payments_client",
+                    "tenant",
+                    &format!("    max_tenants: {}\n", self.max),
+                );
+                let profile = breakerbank::Profile::from_yaml(&yaml)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                self.bank
+                    .reload(profile)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                self.cfg = cfg;
+                for p in self.held.values_mut() {
+                    p.b.reload(cfg);
+                }
+                self.overflow.reload(cfg);
+                self.sync(None, None, false)?;
+            }
             Op::Reset(None) | Op::ForceOpen(None) => {
                 let force = matches!(op, Op::ForceOpen(None));
                 if force {
@@ -663,6 +705,20 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// [`op`] with C20's reloads among them.
+fn op_c20() -> impl Strategy<Value = Op> {
+    let pct = prop_oneof![Just(25u32), Just(50), Just(75), Just(100)];
+    let reload = (1u32..5, pct, half_open()).prop_map(|(n, pct, half_open)| Op::Reload {
+        n,
+        pct,
+        half_open,
+    });
+    prop_oneof![
+        20 => op(),
+        1 => reload,
+    ]
+}
+
 fn half_open() -> impl Strategy<Value = (u32, u32, u64, bool)> {
     let open = prop_oneof![Just(1u64), Just(1_000), Just(5_000), 1u64..30_000];
     (1u32..4, 1u32..3, open, any::<bool>())
@@ -715,6 +771,26 @@ proptest! {
         max in 1usize..4,
         n_tenants in 6usize..13,
         ops in prop::collection::vec(op(), 1..100),
+    ) {
+        run(cfg, max, n_tenants, ops)?;
+    }
+
+    #[test]
+    fn c9_c20_consecutive_tenant_table_with_reloads(
+        cfg in consecutive_cfg(),
+        max in 1usize..4,
+        n_tenants in 6usize..13,
+        ops in prop::collection::vec(op_c20(), 1..100),
+    ) {
+        run(cfg, max, n_tenants, ops)?;
+    }
+
+    #[test]
+    fn c9_c20_failure_rate_tenant_table_with_reloads(
+        cfg in rate_cfg(),
+        max in 1usize..4,
+        n_tenants in 6usize..13,
+        ops in prop::collection::vec(op_c20(), 1..100),
     ) {
         run(cfg, max, n_tenants, ops)?;
     }

@@ -85,3 +85,43 @@ fn c4_a_refusal_reported_borrowed_is_the_owned_error() {
     );
     agree(u, &email.unavailable(None, &r));
 }
+
+/// C3, C4: `call`, which takes no cache key, on a `stale` dependency
+/// whose cache holds a `()` under the default key (stored by a
+/// `call_with` of a unit-returning call) reports the dependency
+/// unavailable; it never panics serving that value.
+#[test]
+fn c4_call_on_a_stale_dependency_with_a_unit_value_cached_reports_unavailable() {
+    let bank = Bank::with_clock(
+        Profile::from_yaml(
+            r#"
+dependencies:
+  cache_client:
+    isolation: global
+    trip: {consecutive_failures: 1}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: stale, max_staleness: 10m}
+    recovery_bound: 5m
+"#,
+        )
+        .expect("profile"),
+        ManualClock::new(),
+    );
+    let dep = bank.dependency("cache_client").expect("declared");
+    let stored = dep.call_with(None, None, breakerbank::CallOptions::default(), || {
+        Ok::<(), &str>(())
+    });
+    assert!(stored.is_ok());
+    let _ = dep.call(None, None, || Err::<(), _>("down"));
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dep.call(None, None, || Ok::<u32, &str>(7))
+    }));
+    match refused {
+        Ok(Err(breakerbank::CallError::Unavailable(u))) => {
+            assert_eq!(u.dependency, "cache_client");
+        }
+        Ok(other) => panic!("expected Unavailable, got {other:?}"),
+        Err(_) => panic!("`call` panicked serving the stale fallback"),
+    }
+}

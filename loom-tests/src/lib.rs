@@ -51,6 +51,7 @@
 //! | C9 | `c9_index_hint_racing_recycle_never_admits_the_wrong_tenant` (ignored: `make loom-index`) | 1 |
 //! | C9, C13 | `c9_late_rate_failure_racing_a_recycle_never_reaches_the_new_owner` | 1 |
 //! | C9, C13 | `c9_late_rate_failure_below_min_calls_racing_a_recycle_never_reaches_the_new_owner` | 1 |
+//! | C7, C9, C13 | `c7_c9_eviction_of_a_timed_out_probe_racing_its_record_keeps_the_next_owners_budget` | 1 |
 //! | C11 | `c11_reset_racing_record_and_admit` | 2 |
 //! | C11 | `c11_force_open_all_racing_an_insert_isolates_the_newcomer` | 1 |
 //! | C11 | `c11_reset_all_racing_an_insert_never_leaves_the_newcomer_forced` | 1 |

@@ -174,6 +174,9 @@ impl Dependency {
             }
             _ => None,
         };
+        if let Some(t) = &table {
+            t.set_probe_timeout(config.probe_timeout);
+        }
         let coarse_window = shared.window().is_some_and(|w| w.coarse_ok());
         let tuning = Box::new(Tuning::of(config, table.is_some(), coarse_window));
         let fast = tuning.fast;

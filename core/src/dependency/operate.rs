@@ -265,7 +265,7 @@ impl Dependency {
                         }
                         return Ok(());
                     }
-                    self.announce(kind, name.to_string());
+                    self.announce(kind, name.to_string(), State::Closed, State::ForcedOpen);
                     return Ok(());
                 }
                 if apply(target.slot, target.part, target.owner) != Operated::Lost {
@@ -290,10 +290,18 @@ impl Dependency {
                 // Recorded first, so that a partition t gets from here on
                 // (an insert racing this reset included, by the fence in
                 // `set_override` and `Table::settle_forced`'s) starts closed.
+                let before = self.fresh_state(Some(name));
                 t.reset_one(name);
-                if let Some(r) = t.lookup(name) {
-                    // Evicted before the CAS: fresh, which a reset makes.
-                    apply(r.slot, r.part, r.owner);
+                // Evicted before the CAS: fresh, which a reset makes; held
+                // by a racing insert: it settles closed by the rule above.
+                let done = t
+                    .lookup(name)
+                    .is_some_and(|r| matches!(apply(r.slot, r.part, r.owner), Operated::Done(_)));
+                if !done {
+                    // Recorded as an event all the same (C11, C16), as a
+                    // force of a tenant with no partition is: it may end
+                    // that force.
+                    self.announce(kind, name.to_string(), before, State::Closed);
                 }
             }
             (Parts::Tenant(t, shared), None) => {
@@ -322,8 +330,9 @@ impl Dependency {
         Ok(())
     }
 
-    /// An operator action's event for a tenant that has no partition.
-    pub(crate) fn announce(&self, kind: EventKind, partition: String) {
+    /// An operator action's event for a tenant that has no partition:
+    /// from the state it read as, to the one the action gives it.
+    pub(crate) fn announce(&self, kind: EventKind, partition: String, from: State, to: State) {
         let inner = &*self.inner;
         let at = inner.clock.now();
         inner.events.emit(|| Event {
@@ -331,8 +340,8 @@ impl Dependency {
             dependency: inner.name.clone(),
             partition,
             at,
-            from: Some(State::Closed),
-            to: Some(State::ForcedOpen),
+            from: Some(from),
+            to: Some(to),
         });
     }
 

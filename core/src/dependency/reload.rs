@@ -9,7 +9,9 @@
 //! so a decision never mixes two profiles' values (a probe budget of one
 //! with a success threshold of the other). Tunings are never freed before
 //! their dependency: a [`Rejection`] borrows its fallback for as long as
-//! it borrows the handle. A reload keeps one more (a few hundred bytes).
+//! it borrows the handle. A reload keeps one more (a few hundred bytes)
+//! for an entry the dependency has not had before, and reuses the one it
+//! has for an entry it has (a profile reloaded unchanged costs nothing).
 
 use crate::dependency::*;
 use crate::state::machine::Policy;
@@ -150,20 +152,47 @@ impl Dependency {
                 .set_max_staleness(max_staleness);
         }
         let max_tenants = config.max_tenants;
+        let probe_timeout = config.probe_timeout;
         let coarse = inner.shared.window().is_some_and(|w| w.coarse_ok());
-        let tuning = Box::new(Tuning::of(config, inner.table.is_some(), coarse));
+        let tuning = Tuning::of(config, inner.table.is_some(), coarse);
+        let rule_changed = tuning.rate != inner.tuning().rate;
         let bits = tuning.fast;
-        let ptr = std::ptr::from_ref(&*tuning).cast_mut();
         {
             let mut all = inner.tunings.lock().unwrap_or_else(|e| e.into_inner());
-            all.push(tuning);
+            // An entry seen before has its tuning already (the same
+            // config makes the same tuning for this dependency): reusing
+            // it keeps one per distinct entry, so a service that reloads
+            // an unchanged profile every minute does not grow.
+            let kept = match all.iter().position(|t| t.config == tuning.config) {
+                Some(i) => &all[i],
+                None => {
+                    all.push(Box::new(tuning));
+                    &all[all.len() - 1]
+                }
+            };
+            let ptr = std::ptr::from_ref::<Tuning>(kept).cast_mut();
             // Release: pairs with the Acquire in `tuning()`.
             inner.tuning.store(ptr, Ordering::Release);
         }
         // Release: a thread that sees the new bits and then reads the
         // tuning sees this one or a later one.
         inner.fast.store(bits, Ordering::Release);
+        if rule_changed {
+            // Judgements made under the old rate left passes and arming
+            // that the new one may not grant: every window judges afresh
+            // (after the store above, so a judgement that starts now
+            // reads the new rule).
+            if let Some(w) = inner.shared.window() {
+                w.retuned();
+            }
+            if let Some(t) = &inner.table {
+                t.for_each_slot(|p| {
+                    p.with_episode_window(Window::retuned);
+                });
+            }
+        }
         if let Some(t) = &inner.table {
+            t.set_probe_timeout(probe_timeout);
             t.set_limit(max_tenants, &|| self.now_coarse().as_nanos());
         }
         // Sweep everything again: the new recovery bound may make an
@@ -179,5 +208,31 @@ impl Dependency {
     pub(crate) fn retire(&self) {
         // Release: as in `retune`.
         self.inner.fast.store(fast::RETIRED, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Bank, ManualClock, Profile};
+
+    fn profile(failures: u32) -> Profile {
+        Profile::from_yaml(&format!(
+            "dependencies:\n  svc_client:\n    isolation: global\n    trip: {{consecutive_failures: {failures}}}\n    open_duration: 30s\n    half_open: {{probe_budget: 1, success_threshold: 1}}\n    fallback: {{kind: error, code: DOWN}}\n    recovery_bound: 5m\n"
+        ))
+        .expect("valid")
+    }
+
+    /// C20: a service that reloads its profile periodically, changed or
+    /// not, keeps one tuning per distinct entry, not one per reload.
+    #[test]
+    fn c20_reloads_keep_one_tuning_per_distinct_entry() {
+        let bank = Bank::with_clock(profile(3), ManualClock::new());
+        let dep = bank.dependency("svc_client").expect("declared");
+        for i in 0..1_000 {
+            bank.reload(profile(3 + i % 2)).expect("valid");
+        }
+        let kept = dep.inner.tunings.lock().expect("not poisoned").len();
+        assert_eq!(kept, 2, "tunings kept after 1000 reloads of two entries");
+        assert_eq!(dep.config().trip, profile(4).dependencies()[0].trip);
     }
 }

@@ -150,7 +150,7 @@ impl Dependency {
             let pin = pin_for(slot);
             if let Some(at) = self
                 .current_counters(slot, part, &pin)
-                .and_then(|s| s.stuck_pending())
+                .and_then(|s| s.stuck_pending(self.inner.tuning().config.recovery_bound))
             {
                 due = due.min(at);
             }

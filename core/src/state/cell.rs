@@ -419,6 +419,24 @@ impl<S: Side> Cell<S> {
         generation & GEN_MASK >= below
     }
 
+    /// Whether every probe permit this cell counts in flight was admitted
+    /// `timeout` or longer before `now` (C7): the youngest one's stamp is
+    /// that old.
+    pub fn probes_timed_out(&self, now: Instant, timeout: Duration) -> bool {
+        youngest_expired(self, now, timeout)
+    }
+
+    /// Probe permits of a generation below `generation` hold no slot from
+    /// now on (as after a reclaim): for a slot taken by eviction with its
+    /// timed-out probes, before anyone else can own it, so that their
+    /// records, if they ever come, return nothing to the next owner.
+    pub fn forget_probes_below(&self, generation: u64) {
+        self.side()
+            .probes()
+            .slotless_below
+            .fetch_max(generation & GEN_MASK, Ordering::AcqRel);
+    }
+
     /// The plain CAS loop, for updates that never trip.
     #[inline]
     pub fn update<R>(&self, f: impl FnMut(Word) -> Step<R>) -> R {

@@ -2,9 +2,11 @@
 
 use super::shard::Entry;
 use super::Table;
+use crate::clock::Instant;
 use crate::partition::Partition;
 use crate::state::word::{Phase, Word};
 use crate::sync::{epoch, Ordering};
+use std::time::Duration;
 
 /// Shards scanned for an idle partition before settling for an LRU one.
 pub(super) const EVICT_SCAN_IDLE: usize = 64;
@@ -19,6 +21,9 @@ pub(super) enum Scan {
     Lost,
     /// No candidate at all.
     Nothing,
+    /// No candidate now, but one may become evictable by time alone (see
+    /// `scan_for_victim`): no hint is left for the next newcomer.
+    NothingYet,
 }
 
 impl Table {
@@ -44,7 +49,8 @@ impl Table {
                 Scan::Lost => crate::sync::spin_hint(),
                 // The sample found nothing: look at every shard before
                 // sending the tenant to the overflow.
-                Scan::Nothing if !every => every = true,
+                Scan::Nothing | Scan::NothingYet if !every => every = true,
+                Scan::NothingYet => return None,
                 Scan::Nothing => {
                     // Release: see `evictable_epoch`.
                     self.none_evictable_at.store(epoch, Ordering::Release);
@@ -78,8 +84,18 @@ impl Table {
         let limit = limit.min(self.capacity);
         // Relaxed: see `alloc_slot`.
         self.limit.store(limit, Ordering::Relaxed);
+        self.shrink_to_limit(now_ns)
+    }
+
+    /// Evicts in C9's order while the table holds more tenants than its
+    /// limit (after a reload lowered it below partitions that could not
+    /// go then), until it holds no more or nothing else can go. Returns
+    /// the tenants evicted.
+    pub(super) fn shrink_to_limit(&self, now_ns: &dyn Fn() -> u64) -> u32 {
         let mut evicted = 0;
-        while self.live.load(Ordering::Relaxed) > limit {
+        // Relaxed: as in `alloc_slot`; a count read a little early only
+        // moves the work to the next insert.
+        while self.live.load(Ordering::Relaxed) > self.limit.load(Ordering::Relaxed) {
             let Some(victim) = self.evict(now_ns) else {
                 break;
             };
@@ -87,6 +103,14 @@ impl Table {
             evicted += 1;
         }
         evicted
+    }
+
+    /// Sets the `probe_timeout` after which a closed partition's probes
+    /// of an earlier episode no longer keep it (C7, C9).
+    pub(crate) fn set_probe_timeout(&self, timeout: Duration) {
+        let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: read by eviction scans as a bound, like `limit`.
+        self.probe_timeout_ns.store(ns, Ordering::Relaxed);
     }
 
     /// Something may have become evictable (see `none_evictable_at`).
@@ -103,6 +127,12 @@ impl Table {
         let start = self.cursor.fetch_add(1, Ordering::Relaxed);
         let mut lru: Option<(u64, Word, Entry)> = None;
         let mut lost = false;
+        // A closed partition whose probes of an earlier episode are not yet
+        // `probe_timeout` old: not evictable now, but by time alone later,
+        // with no event to move `evictable_epoch`.
+        let mut later = false;
+        // Relaxed: see `set_probe_timeout`.
+        let probe_timeout = Duration::from_nanos(self.probe_timeout_ns.load(Ordering::Relaxed));
         let scan = if every { n } else { n.min(EVICT_SCAN_IDLE) };
         for i in 0..scan {
             if (i == EVICT_SCAN_FIRST || every) && lru.is_some() {
@@ -118,7 +148,18 @@ impl Table {
                     continue;
                 };
                 let w = p.cell.load();
-                if w.phase() != Phase::Closed || w.probes() != 0 {
+                if w.phase() != Phase::Closed {
+                    continue;
+                }
+                // C7: a probe of an earlier episode keeps its partition
+                // until it records or outlives `probe_timeout`; then it
+                // counts as cancelled, and `take` takes its slot back.
+                if w.probes() != 0
+                    && !p
+                        .cell
+                        .probes_timed_out(Instant::from_nanos(now_ns()), probe_timeout)
+                {
+                    later = true;
                     continue;
                 }
                 // The shard may predate the slot's recycling: only the
@@ -140,7 +181,11 @@ impl Table {
             }
         }
         let Some((_, w, e)) = lru else {
-            return if lost { Scan::Lost } else { Scan::Nothing };
+            return match (lost, later) {
+                (true, _) => Scan::Lost,
+                (false, true) => Scan::NothingYet,
+                (false, false) => Scan::Nothing,
+            };
         };
         match self.get(e.slot()) {
             Some(p) if self.take(p, w, &e) => Scan::Taken(e.slot()),
@@ -149,8 +194,18 @@ impl Table {
     }
 
     pub(super) fn take(&self, p: &Partition, seen: Word, entry: &Entry) -> bool {
-        if !p.cell.try_replace(seen, seen.transition(Phase::Vacant)) {
+        // A victim's probes in flight are timed out (see the scan): the
+        // slot goes with none, and their permits, of generations below the
+        // vacant word's, hold none from here on. That is written before
+        // the slot can pass to anyone (this thread hands it over or
+        // releases it after this returns), and a record in between finds
+        // a vacant word with no probe to return.
+        let vacant = seen.transition(Phase::Vacant).with_probes(0);
+        if !p.cell.try_replace(seen, vacant) {
             return false;
+        }
+        if seen.probes() != 0 {
+            p.cell.forget_probes_below(vacant.generation());
         }
         self.unpublish(entry);
         true

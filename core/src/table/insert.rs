@@ -153,6 +153,13 @@ impl Table {
             // The victim's room passes to the newcomer, who still prefers
             // a home: a full table has half its slots free.
             let victim = self.evict(now_ns)?;
+            // Partitions a lowered limit had to keep (open ones, C20)
+            // count against it once they can go: the newcomer takes one
+            // place and the rest are given back, so the table comes back
+            // within `max_tenants` (C9).
+            if self.live.load(Ordering::Relaxed) > self.limit.load(Ordering::Relaxed) {
+                self.shrink_to_limit(now_ns);
+            }
             return match self.claim_home(hash) {
                 Some(home) => {
                     self.release(victim, false);

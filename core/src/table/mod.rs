@@ -110,6 +110,10 @@ pub(crate) struct Table {
     live: AtomicU32,
     /// The failure-rate window's width, if the policy keeps one.
     window: Option<Duration>,
+    /// The dependency's `probe_timeout` in ns (C7): a closed partition
+    /// whose probes of an earlier episode are all this old holds nothing
+    /// any more, and may be evicted. Set again by a reload (C20).
+    probe_timeout_ns: AtomicU64,
     /// Logical time for LRU: advances on each insert.
     tick: AtomicU64,
     /// Rotates eviction's scans over the shards.
@@ -240,6 +244,7 @@ impl Table {
             limit: AtomicU32::new(capacity),
             live: AtomicU32::new(0),
             window,
+            probe_timeout_ns: AtomicU64::new(u64::MAX),
             tick: AtomicU64::new(0),
             cursor: AtomicUsize::new(0),
             evictable_epoch: AtomicU64::new(0),
@@ -439,6 +444,15 @@ impl Table {
                 if matches!(p.cell.load().phase().seen(), Phase::Open | Phase::HalfOpen) {
                     f(s, p);
                 }
+            }
+        }
+    }
+
+    /// Runs `f` on every tenant slot's partition (loads only, no names).
+    pub(crate) fn for_each_slot(&self, mut f: impl FnMut(&Partition)) {
+        for s in 1..=self.arena.slots as u32 {
+            if let Some(p) = self.get(s) {
+                f(p);
             }
         }
     }

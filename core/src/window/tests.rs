@@ -208,7 +208,7 @@ fn c5_failures_below_the_threshold_pass_and_the_one_that_reaches_it_trips() {
             let judged_before = passes(&w, 0);
             calls += 1;
             fails += 1;
-            let reached = fails as f64 >= rate * calls as f64 && calls >= min_calls;
+            let reached = fails as f64 / calls as f64 >= rate && calls >= min_calls;
             let tripped = w.record_and_judge(0, true, rate, min_calls);
             assert_eq!(
                 tripped, reached,
@@ -378,7 +378,7 @@ impl ReferenceWindow {
             self.slid = Some(e);
         }
         let (calls, fails) = self.totals(now);
-        let high = fails > 0 && fails as f64 >= rate * calls as f64;
+        let high = fails > 0 && fails as f64 / calls as f64 >= rate;
         let trip = high && calls >= min;
         self.armed = high && !trip;
         trip
@@ -490,7 +490,7 @@ fn c5_a_judgement_grants_every_failure_that_cannot_reach_the_threshold() {
         assert!(!w.judge(0, rate, 1_000, Some(m)));
         // The most failures in a row that keep the rate below it.
         let most = (0..S_PASSES)
-            .take_while(|&n| ((fails + n) as f64) < rate * (calls + n) as f64)
+            .take_while(|&n| ((fails + n) as f64 / (calls + n) as f64) < rate)
             .last()
             .unwrap_or(0);
         for n in 0..most {

@@ -180,6 +180,11 @@ pub struct Breaker {
     /// The current closed episode's calls: (record time, failed).
     window: Vec<(u64, bool)>,
     pub m: Counters,
+    /// Transitions into each state, as events announce them (C16):
+    /// (open, half-open, closed, forced open).
+    pub entered: (u64, u64, u64, u64),
+    /// Start of the current trip-to-close episode (C15), if one runs.
+    pub episode: Option<u64>,
 }
 
 impl Breaker {
@@ -196,6 +201,8 @@ impl Breaker {
             open_until: 0,
             window: Vec::new(),
             m: Counters::default(),
+            entered: (0, 0, 0, 0),
+            episode: None,
         }
     }
 
@@ -261,6 +268,15 @@ impl Breaker {
     /// and an empty window (C5: a closed episode counts from its first
     /// call; C11: reset clears the window).
     fn go(&mut self, s: State) {
+        match s {
+            State::Open => self.entered.0 += 1,
+            State::HalfOpen => self.entered.1 += 1,
+            State::Closed => self.entered.2 += 1,
+            State::ForcedOpen => self.entered.3 += 1,
+        }
+        if matches!(s, State::Closed | State::ForcedOpen) {
+            self.episode = None;
+        }
         self.phase = s;
         self.generation += 1;
         self.failures = 0;
@@ -269,17 +285,24 @@ impl Breaker {
     }
 
     fn trip(&mut self, now: u64, retrip: bool) {
+        self.episode.get_or_insert(now);
         self.retrips = if retrip { self.retrips + 1 } else { 0 };
         self.go(State::Open);
         self.open_until = now + self.open_ms();
         self.m.opened += 1;
     }
 
-    /// An admission whose deadline has not expired (C7, C12, C14).
-    pub fn admit(&mut self, now: u64) -> (Seen, Option<(u64, bool)>) {
+    /// Makes the open → half-open transition of an open period that has
+    /// ended (C14: announced no later than the next admission or sweep).
+    pub fn settle(&mut self, now: u64) {
         if self.state(now) != self.phase {
             self.go(State::HalfOpen);
         }
+    }
+
+    /// An admission whose deadline has not expired (C7, C12, C14).
+    pub fn admit(&mut self, now: u64) -> (Seen, Option<(u64, bool)>) {
+        self.settle(now);
         let g = self.generation;
         let refuse = |reason, retry_after| {
             (
@@ -435,5 +458,49 @@ impl Breaker {
     /// C11: isolated until reset.
     pub fn force_open(&mut self) {
         self.go(State::ForcedOpen);
+    }
+
+    /// C19: opens as if the trip policy had fired: from half-open it is a
+    /// re-trip (the backoff grows), on an open breaker the period restarts
+    /// from now; a forced-open breaker stays forced.
+    pub fn operator_trip(&mut self, now: u64) {
+        self.settle(now);
+        match self.state(now) {
+            State::ForcedOpen => {}
+            State::HalfOpen => self.trip(now, true),
+            State::Open => {
+                let retrips = self.retrips;
+                self.trip(now, false);
+                self.retrips = retrips;
+                self.open_until = now + self.open_ms();
+            }
+            State::Closed => self.trip(now, false),
+        }
+    }
+
+    /// C19: starts a probe cycle now, from closed or open; a half-open
+    /// breaker keeps its cycle, a forced-open one stays forced.
+    pub fn operator_half_open(&mut self, now: u64) {
+        self.settle(now);
+        if matches!(self.state(now), State::Closed | State::Open) {
+            self.go(State::HalfOpen);
+            self.episode.get_or_insert(now);
+        }
+    }
+
+    /// C20: a reload's new thresholds, durations and budgets apply from the
+    /// next decision; state, counts, probes and open-until are kept.
+    pub fn reload(&mut self, cfg: Cfg) {
+        self.cfg = cfg;
+    }
+
+    /// C18: what `inspect` reports of the episode's counts:
+    /// (consecutive failures, half-open successes, probes in flight).
+    pub fn inspected(&self, now: u64) -> (u32, u32, u32) {
+        match self.state(now) {
+            State::Closed => (self.failures, 0, self.probes),
+            State::HalfOpen if self.phase == State::HalfOpen => (0, self.successes, self.probes),
+            _ => (0, 0, self.probes),
+        }
     }
 }

@@ -493,3 +493,70 @@ fn late_rate_failure_racing_a_recycle(name: &str, min_calls: u32) {
         );
     });
 }
+
+/// A closed partition kept by a probe of an earlier episode past
+/// `probe_timeout` is evicted with its slot, racing that probe's record
+/// (C7, C9, C13). `max_tenants: 2`, consecutive_failures 1, probe budget
+/// 2, `probe_timeout` 10 s. Setup: a tenant forced open holds one slot of
+/// a home line and tenant `a` the other; `a` trips, goes half-open, admits
+/// two probes, one succeeds (closed) and the other is kept unrecorded
+/// past `probe_timeout`. Concurrently: that probe records a success while
+/// new tenant `c`, whose only homes are that line, admits (evicting `a`
+/// either way: with its timed-out probe, or idle once the record landed)
+/// and records a success. After the join `c` holds `a`'s old slot, and,
+/// brought half-open, admits exactly its two probes: the slot came to it
+/// with no probe in flight, and the late record took none of its slots.
+#[test]
+fn c7_c9_eviction_of_a_timed_out_probe_racing_its_record_keeps_the_next_owners_budget() {
+    let yaml = format!(
+        "dependencies:
+  {}:
+    isolation: tenant
+    max_tenants: 2
+    trip: {{consecutive_failures: 1}}
+    open_duration: {}ms
+    half_open: {{probe_budget: 2, success_threshold: 1}}
+    fallback: {{kind: error, code: UNAVAILABLE}}
+    recovery_bound: 5m
+    probe_timeout: {}s
+",
+        crate::support::DEP,
+        crate::support::OPEN.as_millis(),
+        crate::support::PROBE_TIMEOUT.as_secs()
+    );
+    let profile = breakerbank::Profile::from_yaml(&yaml).expect("model profile is valid");
+    explore_bounded(
+        "c7_c9_eviction_of_a_timed_out_probe_racing_its_record_keeps_the_next_owners_budget",
+        1,
+        move || {
+            let w = World::new(&profile);
+            w.dep.force_open(Some(FORCED));
+            w.open_period_over(Some(A));
+            let closing = w.probe(Some(A));
+            let lost = w.probe(Some(A));
+            let a_slot = lost.slot();
+            w.dep.record_raw(closing, Outcome::Success);
+            assert_eq!(w.dep.state(Some(A)).unwrap(), State::Closed);
+            w.clock.advance(crate::support::PROBE_TIMEOUT);
+
+            let dep = w.dep.clone();
+            let late = thread::spawn(move || {
+                dep.record_raw(lost, Outcome::Success);
+            });
+            let dep = w.dep.clone();
+            let newcomer = thread::spawn(move || {
+                let c = admitted(dep.admit(Some(RECYCLER), None).unwrap(), RECYCLER);
+                let slot = c.slot();
+                dep.record_raw(c, Outcome::Success);
+                slot
+            });
+            late.join().unwrap();
+            let c_slot = newcomer.join().unwrap();
+            assert_eq!(
+                c_slot, a_slot,
+                "C9: the newcomer did not take a's slot (0: the overflow)"
+            );
+            w.assert_no_slot_leak(Some(RECYCLER), 2);
+        },
+    );
+}
