@@ -603,6 +603,15 @@ static void c13_forged_and_foreign_permits_are_rejected(void) {
   forged.probe = !forged.probe;
   CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
   CHECK(strstr(bbt_last_error(), "altered") != NULL);
+  /* a probe byte no C bool holds (a binding in another language may write
+     one): refused as altered, never read as a Rust bool */
+  for (unsigned v = 2; v < 256; v += 37) {
+    forged = d.permit;
+    unsigned char byte = (unsigned char)v;
+    memcpy(&forged.probe, &byte, 1);
+    CHECK_STATUS(bb_record(bank, forged, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(bbt_last_error(), "altered") != NULL);
+  }
   bb_bank *other = bbt_bank(PROFILE, true);
   CHECK_STATUS(bb_record(other, d.permit, BB_OUTCOME_FAILURE), BB_ERR_INVALID_ARGUMENT);
   bb_bank_free(other);
