@@ -40,7 +40,7 @@ struct FfiBank(*mut bb_bank);
 impl FfiBank {
     fn new() -> Self {
         let mut p = std::ptr::null_mut();
-        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), false, &mut p);
+        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), false.into(), &mut p);
         assert_eq!(s, bb_status::BB_OK);
         FfiBank(p)
     }

@@ -60,7 +60,7 @@ fn main() {
     };
     let n: usize = n.parse().expect("N");
     let mut p = std::ptr::null_mut();
-    let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), false, &mut p);
+    let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), false.into(), &mut p);
     assert_eq!(s, bb_status::BB_OK);
     let bank = p.cast_const();
     // SAFETY: `p` is a live bank, never freed here.

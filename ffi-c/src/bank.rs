@@ -9,8 +9,8 @@ use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail, Out};
 use crate::ledger;
 use crate::listener::{bb_listener_fn, ListenerSlot};
 use crate::types::{
-    bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw, bb_permit,
-    bb_reason, bb_status,
+    bb_bool_raw, bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw,
+    bb_permit, bb_reason, bb_status,
 };
 use breakerbank::{
     AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Outcome, Profile, RawPermit,
@@ -70,7 +70,7 @@ impl bb_bank {
         let k = &self.checks.0;
         folded_multiply(p.ticket ^ k[0], pair32(p.bank, p.ledger) ^ k[1])
             ^ folded_multiply(pair32(p.dependency, p.slot) ^ k[2], p.generation ^ k[3])
-            ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe) ^ k[5])
+            ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe.0) ^ k[5])
     }
 }
 
@@ -195,14 +195,14 @@ fn manual_clock(bank: &bb_bank) -> Result<&ManualClock, Fail> {
 pub extern "C" fn bb_bank_from_yaml(
     yaml: *const c_char,
     len: usize,
-    manual_clock: bool,
+    manual_clock: bb_bool_raw,
     out: *mut *mut bb_bank,
 ) -> bb_status {
     ffi_boundary! {
         let out = try_out!(out, "out");
         // SAFETY: the caller's contract: `yaml` has `len` readable bytes.
         let profile = unsafe { profile_arg(yaml, len) }?;
-        let bank = if manual_clock {
+        let bank = if manual_clock.get() {
             Bank::try_with_clock(profile, ManualClock::new())
         } else {
             Bank::try_new(profile)
@@ -374,10 +374,10 @@ fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
             // x86-64 CPU has (the target's baseline); it touches no memory.
             unsafe { _mm_set_epi64x(hi as i64, lo as i64) }
         };
-        let head = pair(1 | u64::from(p.probe) << 8, 0);
+        let head = pair(1 | u64::from(p.probe.0) << 8, 0);
         let w0 = pair(p.ticket, p.started_ns);
         let w1 = pair(pair32(p.bank, p.ledger), pair32(p.dependency, p.slot));
-        let w2 = pair(p.generation, u64::from(p.probe));
+        let w2 = pair(p.generation, u64::from(p.probe.0));
         let d = out.0.cast::<u8>();
         // SAFETY: `try_out!` checked that `out.0` is non-null and aligned,
         // and the caller's contract makes it valid for writes of one
@@ -399,7 +399,7 @@ fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
     #[cfg(not(target_arch = "x86_64"))]
     out.write(bb_decision {
         admitted: true,
-        probe: p.probe,
+        probe: p.probe.get(),
         reason: bb_reason::BB_REASON_NONE,
         fallback: bb_fallback_kind::BB_FALLBACK_NONE,
         retry_after_ns: 0,
@@ -415,7 +415,7 @@ const NO_PERMIT: bb_permit = bb_permit {
     dependency: 0,
     slot: 0,
     generation: 0,
-    probe: false,
+    probe: bb_bool_raw(0),
     check: 0,
 };
 
@@ -480,7 +480,7 @@ pub extern "C" fn bb_admit(
                     dependency: dep,
                     slot: raw.slot(),
                     generation: raw.generation(),
-                    probe: raw.is_probe(),
+                    probe: raw.is_probe().into(),
                     check: 0,
                 };
                 permit.check = bank.check_of(&permit);
@@ -609,7 +609,7 @@ fn raw_permit(p: &bb_permit) -> RawPermit {
     // The check word (keyed by this bank, over every field) says they are
     // what `bb_admit` issued; `bb_record` records it only after the
     // ledger's `redeem` says this is their one record.
-    unsafe { RawPermit::from_parts(p.slot, p.generation, p.probe, p.started_ns) }
+    unsafe { RawPermit::from_parts(p.slot, p.generation, p.probe.get(), p.started_ns) }
 }
 
 /// Reads a breaker's state into `*out` (`BB_STATE_*`).
@@ -967,7 +967,12 @@ mod tests {
     #[test]
     fn an_admitted_decision_overwrites_every_field() {
         let mut bank = std::ptr::null_mut();
-        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut bank);
+        let s = bb_bank_from_yaml(
+            PROFILE.as_ptr().cast(),
+            PROFILE.len(),
+            true.into(),
+            &mut bank,
+        );
         assert_eq!(s, bb_status::BB_OK);
         // SAFETY: the bank is live until the end of the test.
         let b = unsafe { &*bank };
@@ -975,7 +980,7 @@ mod tests {
         for (dep, tenant) in [(0, ""), (1, "acme")] {
             let d = fresh(dep, tenant);
             let p = d.permit;
-            assert!(d.admitted && !d.probe && !p.probe, "{d:?}");
+            assert!(d.admitted && !d.probe && !p.probe.get(), "{d:?}");
             assert_eq!(d.reason, bb_reason::BB_REASON_NONE);
             assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_NONE);
             assert_eq!(d.retry_after_ns, 0);
@@ -994,7 +999,7 @@ mod tests {
         );
         assert_eq!(bb_clock_advance(bank, 3_600_000_000_000), bb_status::BB_OK);
         let d = fresh(2, "");
-        assert!(d.admitted && d.probe && d.permit.probe, "{d:?}");
+        assert!(d.admitted && d.probe && d.permit.probe.get(), "{d:?}");
         assert_eq!(d.permit.check, b.check_of(&d.permit));
         let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_SUCCESS.into());
         assert_eq!(s, bb_status::BB_OK);
@@ -1029,7 +1034,12 @@ mod tests {
     #[test]
     fn a_rejected_decision_overwrites_every_field() {
         let mut bank = std::ptr::null_mut();
-        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut bank);
+        let s = bb_bank_from_yaml(
+            PROFILE.as_ptr().cast(),
+            PROFILE.len(),
+            true.into(),
+            &mut bank,
+        );
         assert_eq!(s, bb_status::BB_OK);
         let fresh = |dep: u32, tenant: &str, deadline_ns: u64| {
             admit_over_garbage(bank, dep, tenant, deadline_ns)
@@ -1083,7 +1093,12 @@ mod tests {
     #[test]
     fn c13_a_permit_with_any_field_altered_is_refused() {
         let mut bank = std::ptr::null_mut();
-        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut bank);
+        let s = bb_bank_from_yaml(
+            PROFILE.as_ptr().cast(),
+            PROFILE.len(),
+            true.into(),
+            &mut bank,
+        );
         assert_eq!(s, bb_status::BB_OK);
         // SAFETY: bb_decision is repr(C) of integers, bools and u32-repr
         // enums whose 0 is a valid variant; all-zero is a valid value.
@@ -1133,7 +1148,7 @@ mod tests {
             });
         }
         altered.push(bb_permit {
-            probe: !p.probe,
+            probe: (!p.probe.get()).into(),
             ..p
         });
         for a in altered {

@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn failure_sets_the_message_and_bb_last_error_keeps_it() {
-        let s = bb_bank_from_yaml(std::ptr::null(), 3, false, &mut std::ptr::null_mut());
+        let s = bb_bank_from_yaml(std::ptr::null(), 3, false.into(), &mut std::ptr::null_mut());
         assert_eq!(s, bb_status::BB_ERR_INVALID_ARGUMENT);
         assert!(last_error().contains("`yaml`"));
         assert!(last_error().contains("`yaml`"), "reading must not clear it");

@@ -159,6 +159,31 @@ impl From<bb_outcome> for bb_outcome_raw {
     }
 }
 
+/// How a `bool` crosses from C into Rust: C stores one byte, a binding in
+/// another language may store any byte there, and a Rust `bool` holding
+/// anything but 0 or 1 is undefined behaviour. So what C writes and Rust
+/// reads (`bb_permit.probe`, `bb_bank_from_yaml`'s `manual_clock`) is this
+/// byte, spelled `bool` in the header (cbindgen.toml renames it and does not
+/// emit it); breakerbank itself writes only 0 and 1.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct bb_bool_raw(pub u8);
+
+impl bb_bool_raw {
+    /// Any byte but 0 reads as true, as C reads a `bool` it did not write.
+    #[inline]
+    pub fn get(self) -> bool {
+        self.0 != 0
+    }
+}
+
+impl From<bool> for bb_bool_raw {
+    #[inline]
+    fn from(b: bool) -> Self {
+        bb_bool_raw(u8::from(b))
+    }
+}
+
 /// An admitted call's ticket, handed back to `bb_record` exactly once.
 ///
 /// A plain value: copy it freely, nothing to free. Its fields are for
@@ -186,7 +211,7 @@ pub struct bb_permit {
     /// The breaker generation at admission (C13: older ones are late records).
     pub generation: u64,
     /// Whether this call holds a half-open probe slot (C7).
-    pub probe: bool,
+    pub probe: bb_bool_raw,
     /// A keyed hash of every other field, made by the issuing bank with a
     /// key of its own: a permit whose fields were altered, or that this
     /// bank did not issue, fails it (C13).

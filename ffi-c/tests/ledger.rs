@@ -23,7 +23,7 @@ unsafe impl Sync for Bank {}
 impl Bank {
     fn new() -> Bank {
         let mut p = std::ptr::null_mut();
-        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true, &mut p);
+        let s = bb_bank_from_yaml(PROFILE.as_ptr().cast(), PROFILE.len(), true.into(), &mut p);
         assert_eq!(s, bb_status::BB_OK);
         Bank(p)
     }

@@ -29,10 +29,10 @@
 use arbitrary::Arbitrary;
 use breakerbank::Isolation;
 use breakerbank_ffi::{
-    __bench_bank, bb_admit, bb_bank, bb_bank_free, bb_bank_from_yaml, bb_breaker_state,
-    bb_clock_advance, bb_clock_now_ns, bb_decision, bb_dependency_id, bb_fallback_code,
-    bb_force_open, bb_last_error, bb_metrics_prometheus, bb_outcome_raw, bb_permit, bb_reason,
-    bb_record, bb_reset, bb_state, bb_status,
+    __bench_bank, bb_admit, bb_bank, bb_bank_free, bb_bank_from_yaml, bb_bool_raw,
+    bb_breaker_state, bb_clock_advance, bb_clock_now_ns, bb_decision, bb_dependency_id,
+    bb_fallback_code, bb_force_open, bb_last_error, bb_metrics_prometheus, bb_outcome_raw,
+    bb_permit, bb_reason, bb_record, bb_reset, bb_state, bb_status,
 };
 use breakerbank_fuzz::{PROFILE, TENANTS};
 use libfuzzer_sys::fuzz_target;
@@ -145,7 +145,8 @@ enum PermitSel {
         dependency: u32,
         slot: u32,
         generation: u32,
-        probe: bool,
+        /// Any byte: C's `bool`, as another language may write it.
+        probe: u8,
     },
 }
 
@@ -165,7 +166,8 @@ enum BufSel {
 enum Op {
     FromYaml {
         yaml: StrArg,
-        manual: bool,
+        /// Any byte, as `bool` may arrive from another language.
+        manual: u8,
         out: OutPtr,
     },
     DependencyId {
@@ -362,7 +364,7 @@ impl Banks {
             let got = bb_bank_from_yaml(
                 PROFILE.as_ptr().cast(),
                 PROFILE.len(),
-                true,
+                true.into(),
                 &mut self.ptrs[i],
             );
             assert_eq!(got, BB_OK);
@@ -489,7 +491,7 @@ impl Harness {
                         Change::GenerationDelta(d) => {
                             p.generation = p.generation.wrapping_add_signed(d.into())
                         }
-                        Change::FlipProbe => p.probe = !p.probe,
+                        Change::FlipProbe => p.probe = bb_bool_raw(p.probe.0 ^ 1),
                     }
                 }
                 p
@@ -519,7 +521,7 @@ impl Harness {
                 dependency: *dependency % (self.ndeps + 2),
                 slot: *slot,
                 generation: u64::from(*generation),
-                probe: *probe,
+                probe: bb_bool_raw(*probe),
                 // A made-up permit's check word: whatever the input gave
                 // (the bank's key is not the caller's to know).
                 check: (*ticket).rotate_left(17) ^ *started_ns,
@@ -558,7 +560,7 @@ impl Harness {
                         }
                     }
                 }
-                let got = bb_bank_from_yaml(s.ptr, s.len, *manual, slot.ptr());
+                let got = bb_bank_from_yaml(s.ptr, s.len, bb_bool_raw(*manual), slot.ptr());
                 let mut errors = Vec::new();
                 if !slot.ok() || s.decoded.is_err() || matches!(s.decoded, Ok(None)) {
                     errors.push(BB_ERR_INVALID_ARGUMENT);
@@ -859,7 +861,7 @@ impl Harness {
         if !d.admitted {
             return;
         }
-        assert_eq!(d.probe, d.permit.probe);
+        assert_eq!(d.probe, d.permit.probe.get());
         let rust = self.rust(bi);
         let dep_ref = rust.dependency_by_id(dep).expect("admitted on a known id");
         let t = s.decoded.as_ref().ok().and_then(|o| o.as_deref());
@@ -872,7 +874,10 @@ impl Harness {
                 .held
                 .iter()
                 .filter(|x| {
-                    x.bank == bi && x.permit.dependency == dep && x.part == part && x.permit.probe
+                    x.bank == bi
+                        && x.permit.dependency == dep
+                        && x.part == part
+                        && x.permit.probe.get()
                 })
                 .count();
             assert!(

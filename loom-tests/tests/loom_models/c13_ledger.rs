@@ -34,7 +34,7 @@ fn admitted(w: &World, ledger: &Ledger) -> bb_permit {
         started_ns: raw.started_ns(),
         slot: raw.slot(),
         generation: raw.generation(),
-        probe: raw.is_probe(),
+        probe: raw.is_probe().into(),
         ..bb_permit::default()
     }
 }
