@@ -3,7 +3,8 @@
 #   make py-venv      .venv with maturin, pytest, mypy, matplotlib, httpx and
 #                     requests for the client integrations' tests, and pybreaker
 #                     (pinned) whose README the compat module's test runs (from PyPI)
-#   make py-develop   build the extension (profile py-release: fat LTO) into .venv
+#   make py-develop   build the extension into .venv (PY_PROFILE: py-release, fat
+#                     LTO, for what is measured; the tests and the demo use release)
 #   make py-test      mypy.stubtest on the stubs, then the pytest suite
 #   make demo         single-tenant fault through the harness: report + demo.png
 #   make py-bench     breakerbank vs pybreaker, circuitbreaker and aiobreaker (installed
@@ -27,9 +28,17 @@ $(VENV)/.py-venv-stamp: mk/py.mk
 
 py-venv: $(VENV)/.py-venv-stamp
 
+# The extension's Cargo profile. py-release (fat LTO, Cargo.toml) is what
+# wheels ship and py-bench measures; the tests and the demo build with
+# release, whose crates `make rust-test` has built already (LTO changes the
+# code's speed, not what it does, and would add a minute to `make test`).
+PY_PROFILE ?= py-release
+
 py-develop: py-venv
 	VIRTUAL_ENV=$(VENV) PATH=$(VENV)/bin:$$PATH \
-	  $(VENV)/bin/maturin develop --profile py-release --quiet -m py/Cargo.toml
+	  $(VENV)/bin/maturin develop --profile $(PY_PROFILE) --quiet -m py/Cargo.toml
+
+py-test demo: PY_PROFILE = release
 
 py-test: py-develop
 	cd py && $(PY) -m mypy.stubtest breakerbank
