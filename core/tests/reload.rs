@@ -493,6 +493,42 @@ fn c20_slow_call_added_by_a_reload_times_calls() {
     assert_eq!(d.state(None).unwrap(), State::Open);
 }
 
+/// C20 × C16: the permits of a removed dependency are recorded
+/// harmlessly: failures that would have tripped it announce no transition
+/// of a dependency the profile no longer has (a listener paging on
+/// `opened` would page for it), and its partition stays as it was.
+#[test]
+fn c20_c16_late_records_of_a_removed_dependency_announce_nothing() {
+    let bank = Bank::with_clock(
+        yaml(&[
+            &dep("payments_client", "global", 3, ""),
+            &dep("email_client", "global", 3, ""),
+        ]),
+        ManualClock::new(),
+    );
+    let gone = bank.dependency("payments_client").unwrap();
+    let held: Vec<_> = (0..3)
+        .map(|_| admitted(gone.admit(None, None).unwrap()))
+        .collect();
+    bank.reload(yaml(&[&dep("email_client", "global", 3, "")]))
+        .unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    for p in held {
+        p.record(Outcome::Failure);
+    }
+    assert!(bank.flush_events(Duration::from_secs(5)));
+    let about_it: Vec<_> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| &*e.dependency == "payments_client")
+        .map(|e| (e.kind, e.from, e.to))
+        .collect();
+    assert!(about_it.is_empty(), "announced after removal: {about_it:?}");
+}
+
 #[test]
 fn c20_removed_tenant_scoped_dependency_refuses_its_known_tenants() {
     let bank = Bank::with_clock(
