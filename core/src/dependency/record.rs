@@ -164,6 +164,13 @@ impl Dependency {
         if self.record_counted(permit, outcome) {
             return outcome;
         }
+        // A dependency a reload removed is no longer in force: a permit it
+        // issued before is recorded harmlessly, no transition and no event
+        // for a dependency the profile no longer has (C20, C16). (Counting
+        // a failure above changes nothing anyone reads.)
+        if self.is_retired() {
+            return outcome;
+        }
         let inner = &*self.inner;
         let Some(part) = self.partition_by_slot(permit.slot) else {
             return outcome;
