@@ -551,9 +551,7 @@ fn c14_prometheus_escapes_label_values() {
 #[test]
 fn c15_stuck_listed_gauged_and_announced_once_per_episode() {
     let (bank, clock) = two();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let events = recorder(&bank);
     let pay = bank.dependency("payments_client").unwrap();
     fail(&pay, Some("acme"), 2);
     clock.advance(Duration::from_secs(30));
@@ -628,9 +626,7 @@ fn c14_c16_a_slow_listener_never_slows_admission_and_dropped_events_are_exposed(
 #[test]
 fn c16_events_name_dependency_partition_and_states() {
     let (bank, clock) = two();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let events = recorder(&bank);
     let pay = bank.dependency("payments_client").unwrap();
     fail(&pay, Some("acme"), 2);
     clock.advance(Duration::from_secs(30));
@@ -802,9 +798,7 @@ fn c15_c9_a_tenant_refusal_is_counted_and_announces_stuck_under_its_own_name() {
     let clock = ManualClock::new();
     let yaml = TWO.replacen("open_duration: 30s", "open_duration: 5m", 1);
     let bank = Bank::with_clock(Profile::from_yaml(&yaml).unwrap(), clock.clone());
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let events = recorder(&bank);
     let pay = bank.dependency("payments_client").unwrap();
     admitted(pay.admit(Some("globex"), None).unwrap()).record(Outcome::Success);
     fail(&pay, Some("acme"), 2);

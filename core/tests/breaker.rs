@@ -656,14 +656,6 @@ fn c14_state_reads_half_open_once_the_open_period_has_ended() {
     assert!(bank.prometheus().contains("state=\"half_open\"} 1"));
 }
 
-/// Collects every event of `bank` from now on.
-fn recorder(bank: &Bank) -> std::sync::Arc<std::sync::Mutex<Vec<breakerbank::Event>>> {
-    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
-    events
-}
-
 #[test]
 fn c15_c14_a_manual_clock_moved_past_the_bound_announces_with_no_one_looking() {
     let (bank, clock, dep) = bank(1, 1, 1, "");

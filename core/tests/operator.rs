@@ -10,13 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn recorder(bank: &Bank) -> Arc<Mutex<Vec<Event>>> {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
-    events
-}
-
 /// The operator events delivered so far: (kind, partition, from, to).
 fn operator_events(
     bank: &Bank,

@@ -512,9 +512,7 @@ fn c20_c16_late_records_of_a_removed_dependency_announce_nothing() {
         .collect();
     bank.reload(yaml(&[&dep("email_client", "global", 3, "")]))
         .unwrap();
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let events = recorder(&bank);
     for p in held {
         p.record(Outcome::Failure);
     }
@@ -733,9 +731,7 @@ fn c20_a_larger_max_tenants_applies_and_starts_the_dependency_afresh() {
 fn c20_c15_a_shorter_recovery_bound_announces_the_stuck_alert_at_the_new_bound() {
     let entry = dep("payments_client", "global", 1, "");
     let (bank, clock, d) = single(&entry);
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    let events = recorder(&bank);
     fail(&d, None, 1);
     clock.advance(Duration::from_secs(60));
     bank.reload(edited(&entry, "recovery_bound: 5m", "recovery_bound: 2m"))

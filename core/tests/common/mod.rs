@@ -1,7 +1,11 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
+#![allow(clippy::disallowed_types)] // tests use std sync types directly; the rule is for core's own code
 
-use breakerbank::{Bank, Decision, Dependency, ManualClock, Outcome, Permit, Profile, Rejection};
+use breakerbank::{
+    Bank, Decision, Dependency, Event, ManualClock, Outcome, Permit, Profile, Rejection,
+};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A one-dependency profile; `extra` lines are indented into the entry.
@@ -76,3 +80,11 @@ pub fn fail(dep: &Dependency, tenant: Option<&str>, n: u32) {
 }
 
 pub const SECS30: Duration = Duration::from_secs(30);
+
+/// Collects every event of `bank` from now on.
+pub fn recorder(bank: &Bank) -> Arc<Mutex<Vec<Event>>> {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    bank.subscribe(move |e| sink.lock().unwrap().push(e.clone()));
+    events
+}
