@@ -150,7 +150,7 @@ impl Drop for PyAsyncCall {
 fn step<'py>(slf: &Bound<'py, PyAsyncCall>, resume: Resume<'py>) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
     let stage = std::mem::replace(&mut slf.borrow_mut().stage, Stage::Running);
-    match stage {
+    let result = match stage {
         Stage::Start(p) => match resume {
             Resume::Send(Some(v)) if !v.is_none() => {
                 slf.borrow_mut().stage = Stage::Start(p);
@@ -158,45 +158,28 @@ fn step<'py>(slf: &Bound<'py, PyAsyncCall>, resume: Resume<'py>) -> PyResult<Bou
                     "can't send non-None value to a just-started coroutine",
                 ))
             }
-            Resume::Send(_) => {
-                let result = start(slf, p);
-                finish_stage(slf);
-                result
-            }
+            Resume::Send(_) => start(slf, p),
             // Thrown before it started: raised at once; nothing admitted.
-            Resume::Throw(args) => {
-                slf.borrow_mut().stage = Stage::Done;
-                Err(thrown(&args))
-            }
+            Resume::Throw(args) => Err(thrown(&args)),
         },
         Stage::Call {
             decision,
             inner,
             cache_key,
-        } => {
-            let result = resume_call(slf, decision, inner.into_bound(py), cache_key, resume);
-            finish_stage(slf);
-            result
-        }
-        Stage::Serve { inner } => {
-            let result = resume_serve(slf, inner.into_bound(py), resume);
-            finish_stage(slf);
-            result
-        }
-        Stage::Running => {
-            slf.borrow_mut().stage = Stage::Running;
-            Err(PyValueError::new_err("coroutine already executing"))
-        }
-        Stage::Done => {
-            slf.borrow_mut().stage = Stage::Done;
-            match resume {
-                Resume::Throw(args) => Err(thrown(&args)),
-                Resume::Send(_) => Err(PyRuntimeError::new_err(
-                    "cannot reuse already awaited coroutine",
-                )),
-            }
-        }
-    }
+        } => resume_call(slf, decision, inner.into_bound(py), cache_key, resume),
+        Stage::Serve { inner } => resume_serve(slf, inner.into_bound(py), resume),
+        // Another step is under way (the call resumed this awaitable):
+        // its stage stays.
+        Stage::Running => return Err(PyValueError::new_err("coroutine already executing")),
+        Stage::Done => match resume {
+            Resume::Throw(args) => Err(thrown(&args)),
+            Resume::Send(_) => Err(PyRuntimeError::new_err(
+                "cannot reuse already awaited coroutine",
+            )),
+        },
+    };
+    finish_stage(slf);
+    result
 }
 
 /// A step that did not put a suspended stage back has ended the
