@@ -733,11 +733,12 @@ The async twin of `call`: returns a coroutine that awaits
             1 => None,
             _ => Some(PyTuple::new(py, a.positional_from(1))?),
         };
-        // Borrowed, as CPython passes them: a keyword of ours costs no
-        // reference count until it is checked.
-        let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
         let mut extra: Option<Bound<'py, PyDict>> = None;
-        if a.has_keywords() {
+        // Without keywords there is nothing to check.
+        let o = if a.has_keywords() {
+            // Borrowed, as CPython passes them: a keyword of ours costs no
+            // reference count until it is checked.
+            let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
             let ours = option_names(py);
             for (key, value) in a.keywords() {
                 match option_index(&ours, &key) {
@@ -747,11 +748,9 @@ The async twin of `call`: returns a coroutine that awaits
                         .set_item(key, value)?,
                 }
             }
-        }
-        // Without keywords there is nothing to check.
-        let o = match a.has_keywords() {
-            false => CallOptions::default(),
-            true => checked_options(found)?,
+            checked_options(found)?
+        } else {
+            CallOptions::default()
         };
         Ok(Parsed { f, rest, extra, o })
     }
