@@ -113,6 +113,10 @@ pub use profile::{
     Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
     DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
+/// The YAML crate whose [`Value`](serde_yaml_ng::Value)
+/// [`Profile::from_value`] takes, so a caller builds one with the same
+/// version the core parses with.
+pub use serde_yaml_ng;
 /// The largest `consecutive_failures` and `success_threshold` a profile
 /// may set: what the word's counter holds.
 pub use state::word::MAX_COUNT;

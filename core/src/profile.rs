@@ -11,6 +11,9 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+#[cfg(test)]
+mod fields;
+
 /// Default bound on tenant partitions per tenant-scoped dependency (C9).
 pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
 /// Largest `max_tenants` accepted (C9): a table of this many tenants
@@ -156,16 +159,65 @@ impl Profile {
     /// Parses and validates a YAML profile.
     pub fn from_yaml(text: &str) -> Result<Profile, ConfigError> {
         if text.trim().is_empty() {
-            return Err(ConfigError::one(
-                "the profile is empty: expected a `dependencies` mapping",
-            ));
+            return Err(ConfigError::one(EMPTY));
         }
-        let raw: RawProfile = serde_yaml_ng::from_str(text).map_err(|e| {
-            let msg = e
-                .to_string()
-                .replace("struct RawProfile", "a mapping with a `dependencies` key");
-            ConfigError::one(msg)
-        })?;
+        let raw: RawProfile = serde_yaml_ng::from_str(text)
+            .map_err(|e| ConfigError::one(first_position_only(&parse_message(&e))))?;
+        Self::validate(raw)
+    }
+
+    /// Validates a profile given as data rather than text: a mapping built
+    /// in code, or read from another format, with the same checks and the
+    /// same messages as [`Profile::from_yaml`] (less the line and column a
+    /// value does not have). Durations are strings with a unit (`"30s"`),
+    /// as in YAML.
+    ///
+    /// ```
+    /// use breakerbank::serde_yaml_ng::{Mapping, Value};
+    /// use breakerbank::Profile;
+    ///
+    /// let mut email = Mapping::new();
+    /// for (field, value) in [
+    ///     ("isolation", "global"),
+    ///     ("open_duration", "15s"),
+    ///     ("recovery_bound", "2m"),
+    /// ] {
+    ///     email.insert(field.into(), value.into());
+    /// }
+    /// let mut trip = Mapping::new();
+    /// trip.insert("consecutive_failures".into(), 5.into());
+    /// email.insert("trip".into(), trip.into());
+    /// let mut half_open = Mapping::new();
+    /// half_open.insert("probe_budget".into(), 1.into());
+    /// half_open.insert("success_threshold".into(), 1.into());
+    /// email.insert("half_open".into(), half_open.into());
+    /// let mut fallback = Mapping::new();
+    /// fallback.insert("kind".into(), "degraded".into());
+    /// email.insert("fallback".into(), fallback.into());
+    /// let mut deps = Mapping::new();
+    /// deps.insert("email_client".into(), email.into());
+    /// let mut root = Mapping::new();
+    /// root.insert("dependencies".into(), deps.into());
+    ///
+    /// let profile = Profile::from_value(root.into())?;
+    /// assert_eq!(profile.dependencies()[0].name, "email_client");
+    /// # Ok::<(), breakerbank::ConfigError>(())
+    /// ```
+    pub fn from_value(value: serde_yaml_ng::Value) -> Result<Profile, ConfigError> {
+        if value.is_null() {
+            return Err(ConfigError::one(EMPTY));
+        }
+        // Through the text parser, so data and text share every check and
+        // message; positions in that text mean nothing to the caller.
+        let text = serde_yaml_ng::to_string(&value)
+            .map_err(|e| ConfigError::one(format!("the profile cannot be read as data: {e}")))?;
+        let raw: RawProfile = serde_yaml_ng::from_str(&text)
+            .map_err(|e| ConfigError::one(without_positions(&parse_message(&e))))?;
+        Self::validate(raw)
+    }
+
+    /// The checks after parsing, the same for text and for data.
+    fn validate(raw: RawProfile) -> Result<Profile, ConfigError> {
         let mut problems = Vec::new();
         let mut deps = Vec::new();
         let memory_limit = match &raw.memory_limit {
@@ -249,6 +301,81 @@ impl Profile {
     pub fn memory_limit(&self) -> u64 {
         self.memory_limit
     }
+}
+
+/// The problem of a profile with nothing in it.
+const EMPTY: &str = "the profile is empty: expected a `dependencies` mapping";
+
+/// A parse-level problem, in the profile's words where serde's differ:
+/// the parser's path (`dependencies.payments_client.trip.window: …`)
+/// becomes the dependency and the field, as validation names them.
+fn parse_message(e: &serde_yaml_ng::Error) -> String {
+    let msg = e
+        .to_string()
+        .replace("struct RawProfile", "a mapping with a `dependencies` key");
+    let Some(rest) = msg.strip_prefix("dependencies: ") else {
+        return msg;
+    };
+    let Some(name) = rest
+        .strip_prefix("dependency `")
+        .and_then(|r| r.split_once("`: "))
+        .map(|(name, _)| name)
+    else {
+        return format!("field `dependencies`: {rest}");
+    };
+    let head = format!("dependency `{name}`: ");
+    let inner = &rest[head.len()..];
+    let path = format!("dependencies.{name}");
+    match inner.strip_prefix(path.as_str()) {
+        Some(after) => match after.strip_prefix(": ") {
+            Some(m) => format!("{head}{m}"),
+            None => match after.strip_prefix('.').and_then(|a| a.split_once(": ")) {
+                Some((field, m)) => format!("{head}field `{field}`: {m}"),
+                None => rest.to_string(),
+            },
+        },
+        None => rest.to_string(),
+    }
+}
+
+/// The spans of every " at line N column M" in `msg`.
+fn positions(msg: &str) -> Vec<std::ops::Range<usize>> {
+    const AT: &str = " at line ";
+    let digits = |s: &str| s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = msg[from..].find(AT) {
+        let start = from + i;
+        let rest = &msg[start + AT.len()..];
+        let line = digits(rest);
+        match rest[line..].strip_prefix(" column ") {
+            Some(col) if line > 0 && digits(col) > 0 => {
+                let end = start + AT.len() + line + " column ".len() + digits(col);
+                out.push(start..end);
+                from = end;
+            }
+            _ => from = start + AT.len(),
+        }
+    }
+    out
+}
+
+/// `msg` with one position, the innermost (the parser adds one per level).
+fn first_position_only(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for span in positions(msg).into_iter().skip(1).rev() {
+        out.replace_range(span, "");
+    }
+    out
+}
+
+/// `msg` without positions.
+fn without_positions(msg: &str) -> String {
+    let mut out = msg.to_string();
+    for span in positions(msg).into_iter().rev() {
+        out.replace_range(span, "");
+    }
+    out
 }
 
 #[derive(Deserialize)]
@@ -383,20 +510,66 @@ impl<'de> Deserialize<'de> for DepMap {
                 Ok(DepMap(Vec::new()))
             }
         }
-        d.deserialize_map(V)
+        // Any, not map: `dependencies: null` reaches `visit_unit` (the
+        // empty mapping's message) as `dependencies:` does.
+        d.deserialize_any(V)
     }
+}
+
+/// A field written as a string in the profile (durations, names, codes):
+/// any YAML scalar, as its text. YAML text leaves `10` untyped while a
+/// value built in code holds the number 10; both reach the field's own
+/// check (`max_staleness: 10` needs a unit), so text and data get the same
+/// message.
+fn scalar<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_owned()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(V)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDep {
+    #[serde(default, deserialize_with = "scalar")]
     isolation: Option<String>,
     trip: Option<RawTrip>,
+    #[serde(default, deserialize_with = "scalar")]
     open_duration: Option<String>,
     backoff: Option<RawBackoff>,
     half_open: Option<RawHalfOpen>,
     fallback: Option<RawFallback>,
+    #[serde(default, deserialize_with = "scalar")]
     recovery_bound: Option<String>,
+    #[serde(default, deserialize_with = "scalar")]
     probe_timeout: Option<String>,
     max_tenants: Option<i64>,
 }
@@ -407,7 +580,9 @@ struct RawTrip {
     consecutive_failures: Option<i64>,
     failure_rate: Option<f64>,
     min_calls: Option<i64>,
+    #[serde(default, deserialize_with = "scalar")]
     window: Option<String>,
+    #[serde(default, deserialize_with = "scalar")]
     slow_call: Option<String>,
 }
 
@@ -415,6 +590,7 @@ struct RawTrip {
 #[serde(deny_unknown_fields)]
 struct RawBackoff {
     multiplier: Option<f64>,
+    #[serde(default, deserialize_with = "scalar")]
     max: Option<String>,
 }
 
@@ -428,8 +604,11 @@ struct RawHalfOpen {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFallback {
+    #[serde(default, deserialize_with = "scalar")]
     kind: Option<String>,
+    #[serde(default, deserialize_with = "scalar")]
     code: Option<String>,
+    #[serde(default, deserialize_with = "scalar")]
     max_staleness: Option<String>,
 }
 

@@ -1,4 +1,4 @@
-//! Profile loading: every rejection of CONTRACT.md names the dependency and field.
+//! Profile loading: every rejection names the dependency and field (docs/reference/profile.md).
 
 use breakerbank::{Fallback, Isolation, Profile, TripPolicy};
 use std::time::Duration;
@@ -353,7 +353,7 @@ fn malformed_and_empty_documents_are_rejected() {
         ("dependencies: [1, 2]", "mapping"),
         (
             "dependencies:\n  a_client: {isolation: global\n",
-            "dependencies",
+            "dependency `a_client`",
         ),
         ("42", "dependencies"),
     ] {
@@ -564,4 +564,103 @@ fn c3_a_blank_error_code_and_fields_of_another_kind_are_rejected() {
             &["email_client", "`kind: degraded` takes neither"],
         );
     }
+}
+
+// -- the profile section: a profile given as data ------------------------
+
+/// A parse-level message without the position only text has.
+fn without_position(problem: &str) -> String {
+    let mut out = problem.to_string();
+    while let Some(at) = out.find(" at line ") {
+        let rest = &out[at + " at line ".len()..];
+        let digits = |s: &str| s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let line = digits(rest);
+        let after = &rest[line..];
+        let Some(col) = after.strip_prefix(" column ") else {
+            break;
+        };
+        let end = at + " at line ".len() + line + " column ".len() + digits(col);
+        out.replace_range(at..end, "");
+    }
+    out
+}
+
+/// `text` loaded as YAML text and as a value of the YAML crate.
+fn both(text: &str) -> (Result<Profile, Vec<String>>, Result<Profile, Vec<String>>) {
+    let problems = |e: breakerbank::ConfigError| {
+        e.problems()
+            .iter()
+            .map(|p| without_position(p))
+            .collect::<Vec<_>>()
+    };
+    let value: breakerbank::serde_yaml_ng::Value =
+        breakerbank::serde_yaml_ng::from_str(text).expect("well-formed YAML");
+    (
+        Profile::from_yaml(text).map_err(problems),
+        Profile::from_value(value).map_err(problems),
+    )
+}
+
+#[test]
+fn profile_section_a_value_loads_as_its_yaml_text_does() {
+    let (text, value) = both(GOOD);
+    assert_eq!(text.expect("good"), value.expect("good as a value"));
+}
+
+#[test]
+fn profile_section_a_value_gets_the_same_checks_and_messages_as_text() {
+    let cases = [
+        // validation: every problem, named by dependency and field
+        GOOD.replace("open_duration: 30s", "open_duration: 0s")
+            .replace("probe_budget: 2", "probe_budget: 0"),
+        GOOD.replace("consecutive_failures: 5", "consecutive_failures: 5000"),
+        GOOD.replace(
+            "    isolation: global\n    trip: {failure_rate",
+            "    trip: {failure_rate",
+        ),
+        GOOD.replace("code: PAYMENT_UNAVAILABLE", "code: \" \""),
+        GOOD.replace("payments_client:", "GET /payments:"),
+        GOOD.replace("max_staleness: 10m", "max_staleness: 10"),
+        format!("memory_limit: 12 parsecs\n{GOOD}"),
+        format!("memory_limit: 1KiB\n{GOOD}"),
+        // parse level: unknown fields, wrong types, wrong shapes
+        GOOD.replace("recovery_bound: 5m", "recovry_bound: 5m"),
+        GOOD.replace("probe_budget: 2", "probe_budget: two"),
+        GOOD.replace("    max_tenants: 10000\n", "    max_tenants: [1]\n"),
+        "dependencies: [payments_client]\n".to_string(),
+        "dependencies:\n".to_string(),
+        "depedencies: {}\n".to_string(),
+    ];
+    for case in &cases {
+        let (text, value) = both(case);
+        let text = text.expect_err(case);
+        let value = value.expect_err(case);
+        assert_eq!(text, value, "for:\n{case}");
+    }
+}
+
+#[test]
+fn profile_section_an_empty_value_is_refused_as_empty_text_is() {
+    let text = Profile::from_yaml("").unwrap_err();
+    let value = Profile::from_value(breakerbank::serde_yaml_ng::Value::Null).unwrap_err();
+    assert_eq!(text, value);
+    assert!(
+        value.to_string().contains("the profile is empty"),
+        "{value}"
+    );
+}
+
+#[test]
+fn profile_section_a_parse_error_names_the_dependency_and_field_once_with_one_position() {
+    let err =
+        Profile::from_yaml(&GOOD.replace("probe_budget: 2", "probe_budget: two")).unwrap_err();
+    let [problem] = err.problems() else {
+        panic!("{err}")
+    };
+    assert!(
+        problem.starts_with("dependency `payments_client`: field `half_open.probe_budget`: "),
+        "{problem}"
+    );
+    assert_eq!(problem.matches("payments_client").count(), 1, "{problem}");
+    assert_eq!(problem.matches(" at line ").count(), 1, "{problem}");
 }

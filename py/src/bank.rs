@@ -7,18 +7,21 @@ use crate::errors::{secs, Error};
 use crate::held::{BankHandle, Listeners, Values};
 use crate::outcome::Rules;
 use crate::time::instant_secs;
+use breakerbank::serde_yaml_ng::{Mapping, Value};
 use breakerbank::{Bank, Event, MetricValue, PartitionMetrics, Profile, METRICS};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString, PyTuple, PyType};
 use std::path::PathBuf;
 use std::sync::{Arc, Once};
 
 /// A bank of circuit breakers: one per dependency and partition (C1).
 ///
-/// Build it with `Bank.from_yaml(text, clock=None)` or
-/// `Bank.load(path, clock=None)`; get a dependency with `bank["name"]`.
+/// Build it with `Bank.from_yaml(text, clock=None)`,
+/// `Bank.from_dict(profile, clock=None)` or `Bank.load(path, clock=None)`;
+/// get a dependency with `bank["name"]`.
 #[pyclass(frozen, weakref, module = "breakerbank", name = "Bank")]
 pub struct PyBank {
     bank: Bank,
@@ -54,8 +57,101 @@ impl PyBank {
 
 static GUARD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
+/// How deep a profile given as data may nest: the YAML profile needs four
+/// levels; the bound keeps a mapping that contains itself from recursing
+/// for ever.
+const MAX_DEPTH: usize = 32;
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// A Python profile value as the YAML value the core checks: the bindings
+/// translate, the core validates. `at` is the value's path, for messages.
+fn to_value(obj: &Bound<'_, PyAny>, at: &str, depth: usize) -> PyResult<Value> {
+    let here = || {
+        if at.is_empty() {
+            "the profile".to_string()
+        } else {
+            format!("`{at}`")
+        }
+    };
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "{} nests more than {MAX_DEPTH} levels deep",
+            here()
+        )));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.cast::<PyInt>().is_ok() {
+        if let Ok(n) = obj.extract::<i64>() {
+            return Ok(Value::Number(n.into()));
+        }
+        if let Ok(n) = obj.extract::<u64>() {
+            return Ok(Value::Number(n.into()));
+        }
+        return Ok(Value::Number(obj.extract::<f64>()?.into()));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::Number(f.value().into()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if let Ok(map) = obj.cast::<PyMapping>() {
+        let mut out = Mapping::new();
+        for item in map.items()?.iter() {
+            let (key, value) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
+            let key_text = key.str()?.to_cow()?.into_owned();
+            let path = if at.is_empty() {
+                key_text
+            } else {
+                format!("{at}.{key_text}")
+            };
+            let key = match to_value(&key, &path, depth + 1)? {
+                k @ (Value::String(_) | Value::Number(_) | Value::Bool(_)) => k,
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "a key of {} is a {}: profile keys are str",
+                        here(),
+                        type_name(&key)
+                    )))
+                }
+            };
+            out.insert(key, to_value(&value, &path, depth + 1)?);
+        }
+        return Ok(Value::Mapping(out));
+    }
+    if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
+        let mut out = Vec::new();
+        for (i, item) in obj.try_iter()?.enumerate() {
+            out.push(to_value(&item?, &format!("{at}[{i}]"), depth + 1)?);
+        }
+        return Ok(Value::Sequence(out));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{} is a {}: a profile's values are str (durations like \"30s\"), int, float, bool, None, lists and dicts",
+        here(),
+        type_name(obj)
+    )))
+}
+
 fn build(text: &str, clock: Option<&Bound<'_, PyManualClock>>) -> Result<PyBank, Error> {
-    let profile = Profile::from_yaml(text)?;
+    with_profile(Profile::from_yaml(text)?, clock)
+}
+
+fn with_profile(
+    profile: Profile,
+    clock: Option<&Bound<'_, PyManualClock>>,
+) -> Result<PyBank, Error> {
     let bank = match clock {
         Some(c) => Bank::try_with_clock(profile, c.get().inner.clone()),
         None => Bank::try_new(profile),
@@ -76,7 +172,7 @@ fn partition_dict<'py>(py: Python<'py>, p: &PartitionMetrics) -> PyResult<Bound<
         match (m.read)(p) {
             MetricValue::Count(n) => d.set_item(m.name, n)?,
             MetricValue::Seconds(s) => d.set_item(m.name, s)?,
-            // API.md's `stuck` is "0 or 1": an int, not a bool.
+            // The `stuck` metric is "0 or 1": an int, not a bool.
             MetricValue::Flag(b) => d.set_item(m.name, u8::from(b))?,
         }
     }
@@ -103,10 +199,48 @@ impl PyBank {
     #[pyo3(signature = (text, clock=None))]
     fn from_yaml(
         _cls: &Bound<'_, PyType>,
-        text: &str,
+        text: &Bound<'_, PyAny>,
         clock: Option<&Bound<'_, PyManualClock>>,
-    ) -> Result<Self, Error> {
-        build(text, clock)
+    ) -> PyResult<Self> {
+        let Ok(text) = text.cast::<PyString>() else {
+            let hint = if text.cast::<PyMapping>().is_ok() {
+                "; for a profile given as a dict, use Bank.from_dict(profile)"
+            } else {
+                ""
+            };
+            return Err(PyTypeError::new_err(format!(
+                "Bank.from_yaml takes the profile's YAML text (str), got {}{hint}",
+                type_name(text)
+            )));
+        };
+        Ok(build(&text.to_cow()?, clock)?)
+    }
+
+    /// A bank from a profile given as data: a dict (or any mapping) of the
+    /// YAML profile's shape, with the same checks and messages as
+    /// `from_yaml`. Durations are strings with a unit (`"30s"`); values are
+    /// str, int, float, bool, None, lists and mappings.
+    #[classmethod]
+    #[pyo3(signature = (profile, clock=None))]
+    fn from_dict(
+        _cls: &Bound<'_, PyType>,
+        profile: &Bound<'_, PyAny>,
+        clock: Option<&Bound<'_, PyManualClock>>,
+    ) -> PyResult<Self> {
+        if profile.cast::<PyMapping>().is_err() {
+            return Err(PyTypeError::new_err(format!(
+                "Bank.from_dict takes the profile as a dict, got {}{}",
+                type_name(profile),
+                if profile.cast::<PyString>().is_ok() {
+                    "; for YAML text, use Bank.from_yaml(text)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let value = to_value(profile, "", 0)?;
+        let profile = Profile::from_value(value).map_err(Error::from)?;
+        Ok(with_profile(profile, clock)?)
     }
 
     /// A bank from a YAML profile file (`str` or path-like).
