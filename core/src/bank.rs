@@ -6,7 +6,7 @@ use crate::dependency::*;
 use crate::events::{Event, EventBus, EventKind};
 use crate::metrics::MetricsSnapshot;
 use crate::profile::{ConfigError, DependencyConfig, Profile};
-use crate::sync::{AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering, StdArc};
+use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, StdArc};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
@@ -162,8 +162,8 @@ impl Bank {
         let clock: StdArc<dyn Clock> = StdArc::new(clock);
         let events = StdArc::new(EventBus::new());
         let sweeper = StdArc::new(Sweeper {
-            deps: Mutex::new(Vec::new()),
-            started: AtomicBool::new(false),
+            deps: Default::default(),
+            running: AtomicU64::new(0),
             manual: clock.as_manual().is_some(),
         });
         let deps = profile

@@ -245,7 +245,7 @@ mod ticker {
         {
             return;
         }
-        register_fork_handler();
+        crate::fork::watch();
         SHARED.wanted.store(true, Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name("breakerbank-clock".into())
@@ -278,25 +278,20 @@ mod ticker {
         }
     }
 
-    #[cfg(unix)]
-    fn register_fork_handler() {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        extern "C" fn in_child() {
-            // The ticker thread did not survive the fork.
-            SHARED.recent.store(0, Ordering::Relaxed);
-            RUNNING.store(false, Ordering::Relaxed);
-        }
-        ONCE.call_once(|| {
-            // SAFETY: registers a handler that only stores to two atomics
-            // (async-signal-safe); the other two hooks are absent.
-            unsafe {
-                libc::pthread_atfork(None, None, Some(in_child));
-            }
-        });
+    /// In a forked child: the ticker thread stayed in the parent, so
+    /// readers fall back to the coarse clock and start one of their own.
+    #[cfg_attr(any(loom, not(unix)), allow(dead_code))]
+    pub(super) fn forked() {
+        SHARED.recent.store(0, Ordering::Relaxed);
+        RUNNING.store(false, Ordering::Relaxed);
     }
+}
 
-    #[cfg(not(unix))]
-    fn register_fork_handler() {}
+/// A forked child has no ticker thread (see `ticker`): called by the
+/// fork module's child handler, which stores only to atomics here.
+#[cfg_attr(any(loom, not(unix)), allow(dead_code))]
+pub(crate) fn forked() {
+    ticker::forked();
 }
 
 /// A clock moved only by [`ManualClock::advance`]; clones share one time.

@@ -3,10 +3,11 @@
 //! the queue is full the event is dropped and counted.
 
 use crate::clock::Instant;
+use crate::fork::{self, Restart};
 use crate::outcome::State;
-use crate::sync::{AtomicBool, AtomicU64, Ordering, StdArc};
+use crate::sync::append::AppendList;
+use crate::sync::{AtomicBool, AtomicU64, Ordering, StdArc, StdAtomicPtr};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Mutex as StdMutex, OnceLock};
 
 /// Events waiting for the dispatcher at most; beyond, they are dropped.
 pub const EVENT_QUEUE: usize = 4096;
@@ -70,13 +71,27 @@ type Listener = StdArc<dyn Fn(&Event) + Send + Sync>;
 /// The bank's event queue and listeners.
 pub(crate) struct EventBus {
     enabled: AtomicBool,
-    tx: OnceLock<SyncSender<Event>>,
-    // A std mutex: taken by `subscribe` and by the dispatcher to copy the
-    // list, never while a listener runs and never on the admission path.
-    listeners: StdArc<StdMutex<Vec<Listener>>>,
+    /// The dispatcher of this process, or null before the first listener.
+    /// A forked child inherits its parent's (whose thread stayed there) and
+    /// starts its own on first use (see `crate::fork`); the parent's is
+    /// kept behind it, never dropped in the child (its queue may have been
+    /// mid-operation in a thread the child does not have).
+    current: StdAtomicPtr<Dispatcher>,
+    // Lock-free: a dispatcher of the parent walking it at the fork leaves
+    // the child nothing held.
+    listeners: StdArc<AppendList<Listener>>,
     dropped: AtomicU64,
+}
+
+/// One dispatcher thread's queue and counts.
+struct Dispatcher {
+    tx: SyncSender<Event>,
+    /// The fork count it was started at ([`fork::epoch`]).
+    epoch: u64,
     queued: AtomicU64,
     delivered: StdArc<AtomicU64>,
+    /// The one it replaced (a parent's, in a forked child), owned here.
+    prev: *mut Dispatcher,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -91,11 +106,9 @@ impl EventBus {
     pub(crate) fn new() -> Self {
         Self {
             enabled: AtomicBool::new(false),
-            tx: OnceLock::new(),
-            listeners: StdArc::new(StdMutex::new(Vec::new())),
+            current: StdAtomicPtr::new(std::ptr::null_mut()),
+            listeners: StdArc::default(),
             dropped: AtomicU64::new(0),
-            queued: AtomicU64::new(0),
-            delivered: StdArc::new(AtomicU64::new(0)),
         }
     }
 
@@ -117,7 +130,7 @@ impl EventBus {
         if !self.enabled() {
             return;
         }
-        let Some(tx) = self.tx.get() else {
+        let Some(d) = self.dispatcher() else {
             return;
         };
         let Some(event) = make() else {
@@ -125,20 +138,101 @@ impl EventBus {
         };
         // Counted before sending so `flush` never sees delivered > queued.
         // Relaxed: statistics; `flush` only compares them.
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        if tx.try_send(event).is_err() {
-            self.queued.fetch_sub(1, Ordering::Relaxed);
+        d.queued.fetch_add(1, Ordering::Relaxed);
+        if d.tx.try_send(event).is_err() {
+            d.queued.fetch_sub(1, Ordering::Relaxed);
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// This process's dispatcher, started again if the one there is was
+    /// started before a fork; none before the first listener.
+    #[inline]
+    fn dispatcher(&self) -> Option<&Dispatcher> {
+        // Acquire: pairs with the CAS that installed it.
+        let p = self.current.load(Ordering::Acquire);
+        // SAFETY: non-null pointers come from `Box::into_raw` in `start`,
+        // freed only in `Drop` (`&mut self`).
+        let d = unsafe { p.as_ref() }?;
+        if d.epoch == fork::epoch() {
+            return Some(d);
+        }
+        Some(self.start(p))
+    }
+
+    /// Starts a dispatcher in place of `seen` (null: none yet), unless
+    /// another thread just did; returns the one in force.
+    #[cold]
+    fn start(&self, mut seen: *mut Dispatcher) -> &Dispatcher {
+        loop {
+            let fresh = Box::into_raw(Box::new(self.spawn(seen)));
+            // AcqRel: publish the new dispatcher / see a racing one's.
+            match self
+                .current
+                .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // SAFETY: just installed; freed only in `Drop`.
+                Ok(_) => return unsafe { &*fresh },
+                Err(winner) => {
+                    // SAFETY: `fresh` lost the race and was never shared;
+                    // it does not own `seen`, which stays in the chain.
+                    let mut lost = unsafe { Box::from_raw(fresh) };
+                    lost.prev = std::ptr::null_mut();
+                    drop(lost);
+                    // SAFETY: as in `dispatcher`.
+                    match unsafe { winner.as_ref() } {
+                        Some(d) if d.epoch == fork::epoch() => return d,
+                        _ => seen = winner,
+                    }
+                }
+            }
+        }
+    }
+
+    /// A new dispatcher thread over the listeners, replacing `prev`.
+    fn spawn(&self, prev: *mut Dispatcher) -> Dispatcher {
+        let (tx, rx) = sync_channel::<Event>(EVENT_QUEUE);
+        let listeners = self.listeners.clone();
+        let delivered = StdArc::new(AtomicU64::new(0));
+        let counted = delivered.clone();
+        fork::watch();
+        // The thread ends when the bank (the last sender) is dropped.
+        let spawned = std::thread::Builder::new()
+            .name("breakerbank-events".into())
+            .spawn(move || {
+                for ev in rx {
+                    for l in listeners.iter() {
+                        // A panicking listener must not stop delivery to the others.
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&ev)));
+                    }
+                    // Release: what listeners did is visible to `flush`'s Acquire.
+                    counted.fetch_add(1, Ordering::Release);
+                }
+            });
+        if spawned.is_err() {
+            // No thread: the queue's receiver is gone, so every event sent
+            // to it is dropped and counted.
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        Dispatcher {
+            tx,
+            epoch: fork::epoch(),
+            queued: AtomicU64::new(0),
+            delivered,
+            prev,
         }
     }
 
     /// Waits until what was queued so far has been delivered.
     pub(crate) fn flush(&self, timeout: std::time::Duration) -> bool {
+        let Some(d) = self.dispatcher() else {
+            return true;
+        };
         // Relaxed: see `emit`.
-        let target = self.queued.load(Ordering::Relaxed);
+        let target = d.queued.load(Ordering::Relaxed);
         let deadline = std::time::Instant::now() + timeout;
         // Acquire: see the listeners' effects once they are counted.
-        while self.delivered.load(Ordering::Acquire) < target {
+        while d.delivered.load(Ordering::Acquire) < target {
             if std::time::Instant::now() >= deadline {
                 return false;
             }
@@ -152,36 +246,37 @@ impl EventBus {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn subscribe(&self, l: Listener) {
-        if let Ok(mut v) = self.listeners.lock() {
-            v.push(l);
+    pub(crate) fn subscribe(self: &StdArc<Self>, l: Listener) {
+        self.listeners.push(l);
+        if self.dispatcher().is_none() {
+            let owner: StdArc<dyn Restart> = self.clone();
+            fork::register(StdArc::downgrade(&owner));
+            self.start(std::ptr::null_mut());
         }
-        self.tx.get_or_init(|| {
-            let (tx, rx) = sync_channel::<Event>(EVENT_QUEUE);
-            let listeners = self.listeners.clone();
-            let delivered = self.delivered.clone();
-            // The thread ends when the bank (the last sender) is dropped.
-            let spawned = std::thread::Builder::new()
-                .name("breakerbank-events".into())
-                .spawn(move || {
-                    for ev in rx {
-                        let ls: Vec<Listener> =
-                            listeners.lock().map(|v| v.clone()).unwrap_or_default();
-                        for l in ls {
-                            // A panicking listener must not stop delivery to the others.
-                            let _ =
-                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&ev)));
-                        }
-                        // Release: what listeners did is visible to `flush`'s Acquire.
-                        delivered.fetch_add(1, Ordering::Release);
-                    }
-                });
-            if spawned.is_err() {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            tx
-        });
         // Relaxed: see `enabled`.
         self.enabled.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Restart for EventBus {
+    fn restart(self: StdArc<Self>) {
+        let _ = self.dispatcher();
+    }
+}
+
+impl Drop for EventBus {
+    fn drop(&mut self) {
+        let mut p = *self.current.get_mut();
+        while !p.is_null() {
+            // SAFETY: each pointer in the chain came from `Box::into_raw`
+            // in `start` and is owned by the chain alone; freed once, here.
+            let d = unsafe { Box::from_raw(p) };
+            p = d.prev;
+            if d.epoch != fork::epoch() {
+                // A parent's, in a forked child: its queue is left as the
+                // fork found it (see `current`).
+                std::mem::forget(d);
+            }
+        }
     }
 }

@@ -75,6 +75,7 @@ pub mod clock;
 mod dependency;
 mod events;
 mod fallback;
+pub mod fork;
 mod metrics;
 mod outcome;
 mod partition;

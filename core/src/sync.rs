@@ -48,6 +48,11 @@ pub(crate) use std::sync::{Mutex, MutexGuard};
 #[allow(clippy::disallowed_types)]
 pub(crate) type StdArc<T> = std::sync::Arc<T>;
 
+/// A pointer slot of process bookkeeping that threads outside loom's
+/// models read (an event dispatcher's), which loom's atomics cannot be.
+#[allow(clippy::disallowed_types)]
+pub(crate) type StdAtomicPtr<T> = std::sync::atomic::AtomicPtr<T>;
+
 pub(crate) use crossbeam_epoch as epoch;
 pub(crate) use crossbeam_utils::CachePadded;
 
@@ -255,6 +260,113 @@ impl<T> Drop for Installed<T> {
             // SAFETY: a pointer from `Box::into_raw` (see `get`), freed
             // once, here, with `&mut self`.
             drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+/// A list that only grows, read without a lock: a thread that forks while
+/// another walks or extends it leaves the child a list it can still use
+/// (a mutex held at the fork would stay held in the child for ever).
+/// Values are dropped with the list.
+///
+/// Process bookkeeping (listeners, a sweep's dependencies), never breaker
+/// state, and walked by threads outside loom's models: std atomics.
+#[allow(clippy::disallowed_types)]
+pub(crate) mod append {
+    use std::sync::atomic::{AtomicPtr, Ordering};
+
+    struct Node<T> {
+        value: T,
+        next: AtomicPtr<Node<T>>,
+    }
+
+    /// See the module.
+    pub(crate) struct AppendList<T> {
+        head: AtomicPtr<Node<T>>,
+    }
+
+    // SAFETY: the list owns its values; sending it sends them.
+    unsafe impl<T: Send> Send for AppendList<T> {}
+    // SAFETY: through `&AppendList<T>` a thread reads values others pushed
+    // (`T: Sync`) or pushes one that another thread drops with the list
+    // (`T: Send`).
+    unsafe impl<T: Send + Sync> Sync for AppendList<T> {}
+
+    impl<T> Default for AppendList<T> {
+        fn default() -> Self {
+            Self {
+                head: AtomicPtr::new(std::ptr::null_mut()),
+            }
+        }
+    }
+
+    impl<T> AppendList<T> {
+        /// Adds `value` at the end.
+        pub(crate) fn push(&self, value: T) {
+            let node = Box::into_raw(Box::new(Node {
+                value,
+                next: AtomicPtr::new(std::ptr::null_mut()),
+            }));
+            let mut link = &self.head;
+            loop {
+                // AcqRel: publish the node's value / see the next node's.
+                match link.compare_exchange(
+                    std::ptr::null_mut(),
+                    node,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return,
+                    // SAFETY: a linked node lives until the list drops,
+                    // which needs `&mut self`.
+                    Err(next) => link = unsafe { &(*next).next },
+                }
+            }
+        }
+
+        /// The values, in the order they were pushed.
+        pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+            // Acquire: pairs with `push`'s CAS.
+            let first = self.head.load(Ordering::Acquire);
+            // SAFETY: as in `push`: linked nodes outlive `&self`.
+            std::iter::successors(unsafe { first.as_ref() }, |n| unsafe {
+                n.next.load(Ordering::Acquire).as_ref()
+            })
+            .map(|n| &n.value)
+        }
+    }
+
+    impl<T> Drop for AppendList<T> {
+        fn drop(&mut self) {
+            let mut p = *self.head.get_mut();
+            while !p.is_null() {
+                // SAFETY: each node came from `Box::into_raw` in `push` and
+                // is freed once, here, with `&mut self`.
+                let mut node = unsafe { Box::from_raw(p) };
+                p = *node.next.get_mut();
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::AppendList;
+
+        #[test]
+        fn keeps_order_across_threads() {
+            let list = AppendList::default();
+            std::thread::scope(|s| {
+                for t in 0..4 {
+                    let list = &list;
+                    s.spawn(move || (0..100).for_each(|i| list.push(t * 1000 + i)));
+                }
+            });
+            let all: Vec<i32> = list.iter().copied().collect();
+            assert_eq!(all.len(), 400);
+            for t in 0..4 {
+                let mine: Vec<_> = all.iter().filter(|v| **v / 1000 == t).collect();
+                assert!(mine.windows(2).all(|w| w[0] < w[1]));
+            }
         }
     }
 }

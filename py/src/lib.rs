@@ -70,9 +70,28 @@ mod native {
         }
     }
 
+    /// In a forked child, once Python has made itself whole: starts the
+    /// banks' event dispatchers and sweeps again (C16). Called by
+    /// `os.register_at_fork(after_in_child=…)`, registered at import.
+    #[pyfunction]
+    fn _after_fork_in_child() {
+        breakerbank::fork::restart();
+    }
+
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         let py = m.py();
+        // The core's own fork handler runs inside `fork()`, before Python
+        // has rebuilt its thread state in the child: a bank thread started
+        // there could call a listener into a half-made interpreter.
+        breakerbank::fork::defer_restart();
+        let hook = m.getattr("_after_fork_in_child")?;
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("after_in_child", hook)?;
+        // Absent where there is no fork (Windows).
+        if let Ok(register) = py.import("os")?.getattr("register_at_fork") {
+            register.call((), Some(&kwargs))?;
+        }
         dependency::install_methods(py)?;
         decision::install_methods(py)?;
         m.add("BreakerError", py.get_type::<errors::BreakerError>())?;

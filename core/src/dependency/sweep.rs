@@ -4,13 +4,14 @@
 use crate::clock::Advanced;
 use crate::dependency::*;
 use crate::events::{Event, EventKind};
+use crate::fork::{self, Restart};
 use crate::metrics::begins_episode;
 use crate::outcome::State;
 use crate::partition::Partition;
 use crate::state::machine::Transition;
 use crate::state::word::Phase;
-use crate::sync::Mutex;
-use crate::sync::{AtomicBool, Ordering, StdArc};
+use crate::sync::append::AppendList;
+use crate::sync::{AtomicU64, Ordering, StdArc};
 use std::sync::Weak;
 use std::time::Duration;
 
@@ -34,8 +35,13 @@ pub struct Stuck {
 /// load per dependency.
 pub(crate) struct Sweeper {
     /// Every dependency of the bank, those a reload added included.
-    pub(crate) deps: Mutex<Vec<Weak<DepInner>>>,
-    pub(crate) started: AtomicBool,
+    /// Lock-free: the sweep thread walking it at a fork leaves the child
+    /// nothing held (`crate::fork`).
+    pub(crate) deps: AppendList<Weak<DepInner>>,
+    /// 0 while no thread sweeps; else 1 + the fork count
+    /// ([`fork::epoch`]) the thread was started at. A forked child reads
+    /// its parent's thread as gone and starts its own.
+    pub(crate) running: AtomicU64,
     pub(crate) manual: bool,
 }
 
@@ -46,13 +52,13 @@ const SWEEP_EVERY: Duration = Duration::from_millis(250);
 impl Sweeper {
     /// Sweeps `deps` too (a new bank's, or those a reload added).
     pub(crate) fn add(&self, deps: &[Dependency]) {
-        let mut all = self.deps.lock().unwrap_or_else(|e| e.into_inner());
-        all.extend(deps.iter().map(|d| StdArc::downgrade(&d.inner)));
+        for d in deps {
+            self.deps.push(StdArc::downgrade(&d.inner));
+        }
     }
 
     fn sweep(&self) {
-        let deps = self.deps.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for d in &deps {
+        for d in self.deps.iter() {
             if let Some(inner) = d.upgrade() {
                 let d = Dependency { inner };
                 // A removed dependency's breakers are no one's concern.
@@ -65,12 +71,22 @@ impl Sweeper {
 
     /// Something may fall due: on the system clock, make sure the thread runs.
     fn wake(self: &StdArc<Self>) {
+        if self.manual {
+            return;
+        }
+        let mine = fork::epoch() + 1;
         // Relaxed: one thread is started; a second would only sweep twice.
-        if self.manual || self.started.swap(true, Ordering::Relaxed) {
+        let was = self.running.load(Ordering::Relaxed);
+        if was == mine || self.running.swap(mine, Ordering::Relaxed) == mine {
             return;
         }
         #[cfg(not(loom))]
         {
+            if was == 0 {
+                // The first thread: a forked child needs one too, called or not.
+                let owner: StdArc<dyn Restart> = self.clone();
+                fork::register(StdArc::downgrade(&owner));
+            }
             let weak = StdArc::downgrade(self);
             let spawned = std::thread::Builder::new()
                 .name("breakerbank-sweep".into())
@@ -82,8 +98,18 @@ impl Sweeper {
                     }
                 });
             if spawned.is_err() {
-                self.started.store(false, Ordering::Relaxed);
+                self.running.store(0, Ordering::Relaxed);
             }
+        }
+    }
+}
+
+impl Restart for Sweeper {
+    fn restart(self: StdArc<Self>) {
+        // Relaxed: as in `wake`. Only a sweeper whose thread ran in the
+        // parent needs one here.
+        if self.running.load(Ordering::Relaxed) != 0 {
+            self.wake();
         }
     }
 }

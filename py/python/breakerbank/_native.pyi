@@ -33,6 +33,7 @@ __all__ = [
     "OutcomeAlreadyRecorded",
     "check_profile",
     "_Unavailable",
+    "_after_fork_in_child",
 ]
 
 
@@ -244,3 +245,4 @@ class Bank:
     ) -> Callable[[_F], _F]: ...
 
 def check_profile(text: str, running: str | None = None) -> list[str]: ...
+def _after_fork_in_child() -> None: ...
