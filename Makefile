@@ -26,13 +26,14 @@ include mk/fuzz.mk
 include mk/soak.mk
 include mk/mutants.mk
 include mk/deploy.mk
+include mk/install.mk
 
 # Everything: formatting and lints, Rust tests (unit, integration, model,
 # stress, doc, header staleness), a short loom run, the C tests plain and
 # under sanitizers, the Prometheus rules (promtool check and unit tests), the
 # Python stubs check and pytest, and each fuzz target for 20 s (skipped with a
 # message where there is no nightly toolchain).
-test: lint rust-test loom ffi-test prom-test py-test fuzz-short
+test: lint rust-test loom ffi-test install-test prom-test py-test fuzz-short
 	@echo "make test: all suites passed"
 
 lint:
