@@ -5,7 +5,7 @@ use crate::clock::{Clock, Instant, ManualClock, MonotonicClock};
 use crate::dependency::*;
 use crate::events::{Event, EventBus, EventKind};
 use crate::metrics::MetricsSnapshot;
-use crate::profile::{ConfigError, DependencyConfig, Profile};
+use crate::profile::{ConfigError, DependencyConfig, PartitionSeries, Profile};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, StdArc};
 use std::collections::HashMap;
 use std::fmt;
@@ -31,6 +31,8 @@ struct Live {
     /// Ids in profile order.
     order: Vec<u32>,
     by_name: HashMap<String, u32>,
+    /// The profile's `metrics.partitions` (C14).
+    partition_series: PartitionSeries,
 }
 
 /// Every dependency a bank has had, by id: the profile's own, then those
@@ -191,6 +193,7 @@ impl Bank {
                 .iter()
                 .map(|d| (d.name().to_string(), d.id()))
                 .collect(),
+            partition_series: profile.partition_series(),
         };
         Ok(Bank {
             ids: Ids::new(deps),
@@ -345,7 +348,10 @@ impl Bank {
             });
         }
         // Commit: nothing below can fail.
-        let mut new = Live::default();
+        let mut new = Live {
+            partition_series: profile.partition_series(),
+            ..Live::default()
+        };
         let mut touched = Vec::new();
         let mut added = Vec::new();
         for (id, retune, fresh, replaced) in built {
@@ -401,7 +407,9 @@ impl Bank {
     /// Every live partition's metrics (C14).
     pub fn metrics(&self) -> MetricsSnapshot {
         let now = self.now();
+        let partition_series = self.live().partition_series;
         MetricsSnapshot {
+            partition_series,
             dependencies: self
                 .live_deps()
                 .into_iter()
@@ -411,7 +419,8 @@ impl Bank {
         }
     }
 
-    /// The metrics as Prometheus text exposition (C14).
+    /// The metrics as Prometheus text exposition (C14): OpenMetrics text,
+    /// to be served with [`OPENMETRICS_CONTENT_TYPE`](crate::OPENMETRICS_CONTENT_TYPE).
     pub fn prometheus(&self) -> String {
         self.metrics().prometheus()
     }

@@ -99,7 +99,8 @@ pub use fallback::{
     STALE_CACHE_CAPACITY,
 };
 pub use metrics::{
-    DependencyMetrics, Metric, MetricValue, MetricsSnapshot, PartitionMetrics, METRICS,
+    Calls, DependencyMetrics, DependencyTotals, Histogram, Metric, MetricValue, MetricsSnapshot,
+    PartitionMetrics, DURATION_BUCKETS, METRICS, OPENMETRICS_CONTENT_TYPE,
 };
 pub use outcome::{AdmitError, Outcome, RejectReason, Rejection, State, MAX_TENANT_LEN};
 /// The lazily installed part's auto-trait bounds, checked from outside
@@ -111,8 +112,8 @@ pub use sync::Installed;
 /// what the memory figures are made of (C9).
 pub use partition::PARTITION_BYTES;
 pub use profile::{
-    Backoff, ConfigError, DependencyConfig, Isolation, Profile, TripPolicy, DEFAULT_MAX_TENANTS,
-    DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
+    Backoff, ConfigError, DependencyConfig, Isolation, PartitionSeries, Profile, TripPolicy,
+    DEFAULT_MAX_TENANTS, DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
 /// The YAML crate whose [`Value`](serde_yaml_ng::Value)
 /// [`Profile::from_value`] takes, so a caller builds one with the same

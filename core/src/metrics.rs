@@ -7,13 +7,17 @@
 
 use crate::clock::Instant;
 use crate::outcome::State;
+use crate::profile::PartitionSeries;
 use crate::state::word::Phase;
-use crate::sync::{thread_index, AtomicU64, CachePadded, Mutex, Ordering};
+use crate::sync::{thread_index, AtomicBool, AtomicU64, CachePadded, Mutex, Ordering};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use prometheus_client::registry::Unit;
 use std::fmt;
 use std::sync::PoisonError;
 use std::time::Duration;
@@ -53,6 +57,9 @@ macro_rules! counters {
             /// episode fields; held while they are updated (see
             /// [`Stats::on_transition`]).
             accounted: Mutex<u64>,
+            /// Whether these counts were added to the dependency's
+            /// counts of owners gone (see [`Stats::absorb_into`]).
+            absorbed: AtomicBool,
         }
 
         impl Default for Stats {
@@ -67,6 +74,7 @@ macro_rules! counters {
                     stuck_after: AtomicU64::new(NO_EPISODE),
                     owned: Box::default(),
                     accounted: Mutex::new(0),
+                    absorbed: AtomicBool::new(false),
                 }
             }
         }
@@ -91,6 +99,34 @@ macro_rules! counters {
                         .iter()
                         .flat_map(|s| s.iter())
                         .all(|c| c.load(Ordering::Relaxed) == 0)
+            }
+
+            /// Adds these counts to `gone`, the dependency's counts of
+            /// owners gone, once: the owner of these counts has left its
+            /// slot (evicted), so the dependency's sums keep them (C14:
+            /// a per-dependency counter never goes down). Its time open
+            /// is all finished: only a closed partition is evicted.
+            pub(crate) fn absorb_into(&self, gone: &Stats) {
+                // AcqRel: one absorber, which sees every count made
+                // before another thread's absorb attempt.
+                if self.absorbed.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                // Relaxed: statistics, as every count.
+                $(gone.$name.fetch_add(
+                    self.$name.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );)*
+                gone.open_ns_total
+                    .fetch_add(self.open_ns_total.load(Ordering::Relaxed), Ordering::Relaxed);
+                for kind in [Flood::Open, Flood::ProbeBudget, Flood::ForcedOpen, Flood::Failure] {
+                    let striped: u64 = self
+                        .owned
+                        .iter()
+                        .map(|s| s[kind as usize].load(Ordering::Relaxed))
+                        .fold(0, u64::wrapping_add);
+                    gone.shared_flood(kind).fetch_add(striped, Ordering::Relaxed);
+                }
             }
         }
     };
@@ -132,6 +168,189 @@ pub(crate) enum Flood {
 }
 const FLOOD_KINDS: usize = 4;
 
+/// A dependency's successes (`calls_total{outcome="success"}`, C14): the
+/// one count on the healthy path, which the other outcomes' counters
+/// cannot give. Per-thread stripes: the holder of a thread index counts
+/// with a plain load and store on a line no other thread writes, so a
+/// success stays free of read-modify-writes and of shared lines.
+pub(crate) struct Successes {
+    stripes: Box<[CachePadded<AtomicU64>]>,
+    /// Threads without an index count here.
+    shared: AtomicU64,
+}
+
+impl Successes {
+    pub(crate) fn new() -> Self {
+        Self {
+            stripes: (0..thread_index::MAX)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            shared: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one success.
+    #[inline(always)]
+    pub(crate) fn count(&self) {
+        match thread_index::get().and_then(|i| self.stripes.get(i)) {
+            Some(c) => {
+                // This thread is the stripe's only writer (see
+                // `thread_index`): a load and a store count exactly.
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+            None => self.count_shared(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_shared(&self) {
+        bump(&self.shared);
+    }
+
+    /// Successes so far, every stripe included.
+    pub(crate) fn total(&self) -> u64 {
+        self.stripes
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .fold(self.shared.load(Ordering::Relaxed), u64::wrapping_add)
+    }
+}
+
+/// The upper bounds (seconds) of `call_duration_seconds`' buckets, `+Inf`
+/// aside: Prometheus's default buckets, which span what a `slow_call` of
+/// milliseconds to seconds needs.
+pub const DURATION_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A dependency's call durations, where calls are timed anyway (a
+/// dependency with `slow_call` reads the clock at admission and record).
+pub(crate) struct Durations {
+    /// Per bucket of [`DURATION_BUCKETS`], then `+Inf`: calls whose
+    /// duration falls in it (not cumulative).
+    buckets: [AtomicU64; DURATION_BUCKETS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl Durations {
+    pub(crate) fn new() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one call that took `took`.
+    pub(crate) fn observe(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let i = DURATION_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(DURATION_BUCKETS.len());
+        bump(&self.buckets[i]);
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: a statistic.
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> Histogram {
+        let mut cumulative = 0;
+        let buckets = DURATION_BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(&self.buckets)
+            .map(|(le, n)| {
+                cumulative += n.load(Ordering::Relaxed);
+                (le, cumulative)
+            })
+            .collect();
+        Histogram {
+            count: cumulative,
+            sum_seconds: Duration::from_nanos(self.sum_ns.load(Ordering::Relaxed)).as_secs_f64(),
+            buckets,
+        }
+    }
+}
+
+/// What a dependency keeps for its per-dependency series (C14), besides
+/// its partitions' counters.
+pub(crate) struct DepCounts {
+    pub(crate) successes: Successes,
+    pub(crate) durations: Durations,
+    /// The counter sums last reported, in [`METRICS`] order: a sum read
+    /// while a partition is being evicted may miss it for that read (its
+    /// counts are on their way to the counts of owners gone), and a
+    /// counter must never be seen to go down.
+    reported: Mutex<Vec<f64>>,
+}
+
+impl DepCounts {
+    pub(crate) fn new() -> Self {
+        Self {
+            successes: Successes::new(),
+            durations: Durations::new(),
+            reported: Mutex::new(vec![0.0; METRICS.len()]),
+        }
+    }
+
+    /// The per-dependency totals of `partitions` (the live ones), with
+    /// `gone` (the counts of owners evicted, as [`PartitionMetrics::gone`]
+    /// reads them, if the dependency has a table); `timed`: whether the dependency times its calls.
+    ///
+    /// `gone` is read before the partitions: a block absorbed in between
+    /// is then missed rather than counted twice, and the high-water mark
+    /// hides the miss until the next read counts it.
+    pub(crate) fn totals(
+        &self,
+        partitions: &[PartitionMetrics],
+        gone: Option<PartitionMetrics>,
+        timed: bool,
+    ) -> DependencyTotals {
+        let mut sums: Vec<(&'static str, f64)> = METRICS.iter().map(|m| (m.name, 0.0)).collect();
+        for p in partitions.iter().chain(gone.as_ref()) {
+            for (sum, (_, v)) in sums.iter_mut().zip(p.values()) {
+                sum.1 += v;
+            }
+        }
+        {
+            let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+            for ((name, sum), last) in sums.iter_mut().zip(reported.iter_mut()) {
+                // Gauges (the current episode, stuck) may go down.
+                if name.ends_with("_total") {
+                    *sum = sum.max(*last);
+                    *last = *sum;
+                }
+            }
+        }
+        let get = |name: &str| {
+            sums.iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |&(_, v)| v as u64)
+        };
+        let calls = Calls {
+            success: self.successes.total(),
+            failure: get("failures_total"),
+            cancelled: get("cancelled_total"),
+            refused: get("rejected_open_total")
+                + get("probe_rejects_total")
+                + get("forced_open_rejects_total"),
+        };
+        let partitions = State::ALL
+            .iter()
+            .map(|&s| (s, partitions.iter().filter(|p| p.state == s).count() as u64))
+            .collect();
+        let durations = self.durations.read();
+        DependencyTotals {
+            sums,
+            partitions,
+            calls,
+            call_durations: (timed || durations.count > 0).then_some(durations),
+        }
+    }
+}
+
 impl Stats {
     /// Counters whose hot counts have per-thread stripes: for a global
     /// partition, where every caller meets the same breaker.
@@ -156,22 +375,22 @@ impl Stats {
                 return;
             }
         }
-        bump(match kind {
+        bump(self.shared_flood(kind));
+    }
+
+    /// The shared (unstriped) counter of a hot `kind`.
+    fn shared_flood(&self, kind: Flood) -> &AtomicU64 {
+        match kind {
             Flood::Open => &self.rejected_open_total,
             Flood::ProbeBudget => &self.probe_rejects_total,
             Flood::ForcedOpen => &self.forced_open_rejects_total,
             Flood::Failure => &self.failures_total,
-        });
+        }
     }
 
     /// Calls of a hot `kind` so far, every stripe included.
     pub(crate) fn flood_total(&self, kind: Flood) -> u64 {
-        let shared = match kind {
-            Flood::Open => &self.rejected_open_total,
-            Flood::ProbeBudget => &self.probe_rejects_total,
-            Flood::ForcedOpen => &self.forced_open_rejects_total,
-            Flood::Failure => &self.failures_total,
-        };
+        let shared = self.shared_flood(kind);
         self.owned
             .iter()
             .map(|s| s[kind as usize].load(Ordering::Relaxed))
@@ -397,6 +616,18 @@ impl PartitionMetrics {
         }
     }
 
+    /// The counts of a dependency's owners gone (`Table::gone`), read as
+    /// a closed partition's: no episode runs in them.
+    pub(crate) fn gone(gone: &Stats) -> Self {
+        Self::new(
+            String::new(),
+            Phase::Closed,
+            Some(gone),
+            Instant::from_nanos(0),
+            Duration::MAX,
+        )
+    }
+
     /// Every metric but `state`, as (API.md name, value), in API.md order
     /// (see [`METRICS`]).
     pub fn values(&self) -> Vec<(&'static str, f64)> {
@@ -407,13 +638,69 @@ impl PartitionMetrics {
     }
 }
 
-/// One dependency's live partitions.
+/// One dependency's live partitions and its per-dependency totals.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DependencyMetrics {
     /// The dependency.
     pub name: String,
     /// Live partitions (evicted ones are gone).
     pub partitions: Vec<PartitionMetrics>,
+    /// The dependency as a whole, evicted partitions included: the
+    /// partition key `*` of the Python and C snapshots.
+    pub totals: DependencyTotals,
+}
+
+/// A dependency's calls by outcome (C14).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Calls {
+    /// Outcomes counted as successes.
+    pub success: u64,
+    /// Outcomes counted as failures (slow calls included).
+    pub failure: u64,
+    /// Cancelled outcomes (and dropped permits).
+    pub cancelled: u64,
+    /// Calls not admitted by the breaker: refused while open, for lack of
+    /// a probe slot, or while forced open (an expired deadline is not a
+    /// refusal: C10).
+    pub refused: u64,
+}
+
+/// A histogram of call durations, as Prometheus reads one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    /// Calls observed.
+    pub count: u64,
+    /// Their durations summed, in seconds.
+    pub sum_seconds: f64,
+    /// `(upper bound in seconds, calls at most that long)`, cumulative,
+    /// ending with `f64::INFINITY` (whose count is `count`).
+    pub buckets: Vec<(f64, u64)>,
+}
+
+/// A dependency's series as a whole (C14): every partition metric summed
+/// over its partitions, evicted ones included, so a counter never goes
+/// down; how many partitions are in each state; calls by outcome; call
+/// durations where the calls are timed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DependencyTotals {
+    /// Every metric of [`METRICS`], in its order, summed (`stuck`: how
+    /// many partitions are stuck now).
+    pub sums: Vec<(&'static str, f64)>,
+    /// Live partitions per state, in [`State::ALL`] order.
+    pub partitions: Vec<(State, u64)>,
+    /// Calls by outcome.
+    pub calls: Calls,
+    /// `call_duration_seconds`: only for a dependency whose calls are
+    /// timed (one with `slow_call`), the only ones whose durations are
+    /// measured anyway.
+    pub call_durations: Option<Histogram>,
+}
+
+impl DependencyTotals {
+    /// The sum of the metric `name` (a name of [`METRICS`]).
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.sums.iter().find(|(n, _)| *n == name).map(|&(_, v)| v)
+    }
 }
 
 /// A point-in-time copy of every live partition's metrics.
@@ -421,6 +708,9 @@ pub struct DependencyMetrics {
 pub struct MetricsSnapshot {
     /// Per dependency, in profile order.
     pub dependencies: Vec<DependencyMetrics>,
+    /// Which partitions the Prometheus exposition lists one by one (the
+    /// profile's `metrics.partitions`).
+    pub partition_series: PartitionSeries,
     /// Events the bank's bounded queue dropped since it was made
     /// ([`crate::Bank::events_dropped`]): listeners missed them (C16).
     /// Exposed as `breakerbank_events_dropped_total`, without labels.
@@ -572,9 +862,76 @@ enum Fam {
     Gauge(GaugeFamily),
 }
 
+/// A family of counters or gauges, per [`Metric`]'s name.
+fn family(registry: &mut Registry, name: &str, help: &str) -> Fam {
+    match name.strip_suffix("_total") {
+        Some(stem) => {
+            let fam = CounterFamily::default();
+            registry.register(stem, help, fam.clone());
+            Fam::Counter(fam)
+        }
+        None => {
+            let fam = GaugeFamily::default();
+            registry.register(name, help, fam.clone());
+            Fam::Gauge(fam)
+        }
+    }
+}
+
+impl Fam {
+    fn put(&self, labels: &Labels, v: f64) {
+        match self {
+            Fam::Counter(f) => {
+                f.get_or_create(labels).inc_by(v);
+            }
+            Fam::Gauge(f) => {
+                f.get_or_create(labels).set(v);
+            }
+        }
+    }
+}
+
+/// `call_duration_seconds` of every timed dependency: histograms whose
+/// counts were kept by the bank, which prometheus-client's own
+/// `Histogram` (fed by `observe`) cannot carry.
+#[derive(Debug)]
+struct Histograms(Vec<(Labels, Histogram)>);
+
+impl EncodeMetric for Histograms {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
+        for (labels, h) in &self.0 {
+            // The encoder takes each bucket's own count and sums them.
+            let mut below = 0;
+            let buckets: Vec<(f64, u64)> = h
+                .buckets
+                .iter()
+                .map(|&(le, n)| {
+                    let own = n - below;
+                    below = n;
+                    (le, own)
+                })
+                .collect();
+            encoder
+                .encode_family(labels)?
+                .encode_histogram::<NoLabelSet>(h.sum_seconds, h.count, &buckets, None)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
 impl MetricsSnapshot {
-    /// Prometheus text exposition (OpenMetrics text format), encoded by
-    /// prometheus-client so label values are escaped correctly.
+    /// Prometheus text exposition (OpenMetrics text format, served as
+    /// [`OPENMETRICS_CONTENT_TYPE`]), encoded by prometheus-client so
+    /// label values are escaped correctly. Bounded whatever the number of
+    /// tenants (C14): every metric per dependency
+    /// (`breakerbank_dependency_<name>{dependency}`), and per partition
+    /// only for partitions not closed, unless
+    /// [`partition_series`](Self::partition_series) says
+    /// [`PartitionSeries::All`].
     pub fn prometheus(&self) -> String {
         let mut registry = Registry::with_prefix("breakerbank");
         let state: Family<Labels, Gauge> = Family::default();
@@ -585,23 +942,13 @@ impl MetricsSnapshot {
         );
         let families: Vec<Fam> = METRICS
             .iter()
-            .map(
-                |Metric { name, help, .. }| match name.strip_suffix("_total") {
-                    Some(stem) => {
-                        let fam = CounterFamily::default();
-                        registry.register(stem, *help, fam.clone());
-                        Fam::Counter(fam)
-                    }
-                    None => {
-                        let fam = GaugeFamily::default();
-                        registry.register(*name, *help, fam.clone());
-                        Fam::Gauge(fam)
-                    }
-                },
-            )
+            .map(|m| family(&mut registry, m.name, m.help))
             .collect();
         for dep in &self.dependencies {
-            for p in &dep.partitions {
+            let listed = dep.partitions.iter().filter(|p| {
+                self.partition_series == PartitionSeries::All || p.state != State::Closed
+            });
+            for p in listed {
                 let base: Labels = vec![
                     ("dependency", dep.name.clone()),
                     ("partition", p.partition.clone()),
@@ -613,16 +960,63 @@ impl MetricsSnapshot {
                 }
                 // `values()` lists the metrics in `METRICS` order.
                 for ((_, v), fam) in p.values().into_iter().zip(&families) {
-                    match fam {
-                        Fam::Counter(f) => {
-                            f.get_or_create(&base).inc_by(v);
-                        }
-                        Fam::Gauge(f) => {
-                            f.get_or_create(&base).set(v);
-                        }
-                    }
+                    fam.put(&base, v);
                 }
             }
+        }
+        let per_dep: Vec<Fam> = METRICS
+            .iter()
+            .map(|m| {
+                let help = format!("{}, the dependency's partitions summed", m.help);
+                family(&mut registry, &format!("dependency_{}", m.name), &help)
+            })
+            .collect();
+        let partitions: Family<Labels, Gauge> = Family::default();
+        registry.register(
+            "dependency_partitions",
+            "The dependency's partitions in each state",
+            partitions.clone(),
+        );
+        let calls = CounterFamily::default();
+        registry.register(
+            "dependency_calls",
+            "Calls by outcome: success, failure, cancelled, refused",
+            calls.clone(),
+        );
+        let mut histograms = Vec::new();
+        for dep in &self.dependencies {
+            let t = &dep.totals;
+            let base: Labels = vec![("dependency", dep.name.clone())];
+            for ((_, v), fam) in t.sums.iter().zip(&per_dep) {
+                fam.put(&base, *v);
+            }
+            for &(s, n) in &t.partitions {
+                let mut l = base.clone();
+                l.push(("state", s.as_str().to_string()));
+                partitions.get_or_create(&l).set(n as i64);
+            }
+            let c = t.calls;
+            for (outcome, n) in [
+                ("success", c.success),
+                ("failure", c.failure),
+                ("cancelled", c.cancelled),
+                ("refused", c.refused),
+            ] {
+                let mut l = base.clone();
+                l.push(("outcome", outcome.to_string()));
+                calls.get_or_create(&l).inc_by(n as f64);
+            }
+            if let Some(h) = &t.call_durations {
+                histograms.push((base, h.clone()));
+            }
+        }
+        if !histograms.is_empty() {
+            registry.register_with_unit(
+                "dependency_call_duration",
+                "Durations of the dependency's timed calls",
+                Unit::Seconds,
+                Histograms(histograms),
+            );
         }
         let dropped = Counter::<u64>::default();
         registry.register(
@@ -637,6 +1031,11 @@ impl MetricsSnapshot {
         out
     }
 }
+
+/// The content type to serve [`MetricsSnapshot::prometheus`]'s text with:
+/// OpenMetrics 1.0.0 text (a `/metrics` handler's `Content-Type`).
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// prometheus-client's atomic for f64 values (it is not a breaker atomic,
 /// so it need not come from `crate::sync`).

@@ -262,6 +262,22 @@ impl Partition {
         }
     }
 
+    /// Adds the counters of the owner before the tenure beginning at
+    /// `generation`, if it made any, to `gone` (once: see
+    /// [`Stats::absorb_into`]).
+    pub(crate) fn retire_stats(&self, generation: u64, gone: &Stats) {
+        let Some(cold) = self.cell.side_if_any() else {
+            return;
+        };
+        let guard = epoch::pin();
+        // Acquire: see the counters as made.
+        let p = cold.stats.load(Ordering::Acquire, &guard);
+        // SAFETY: a block stays alive while `guard` is held.
+        if let Some(s) = unsafe { p.as_ref() }.filter(|s| s.since < generation) {
+            s.absorb_into(gone);
+        }
+    }
+
     /// The counters of the owner of tenure `since`, if it made any.
     pub(crate) fn owner_stats_if_any<'g>(
         &'g self,

@@ -153,6 +153,22 @@ pub struct DependencyConfig {
 pub struct Profile {
     deps: Vec<DependencyConfig>,
     memory_limit: u64,
+    partition_series: PartitionSeries,
+}
+
+/// Which partitions the Prometheus exposition lists one by one (the
+/// profile's `metrics: {partitions: not_closed | all}`, C14). Every metric
+/// has a per-dependency series either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PartitionSeries {
+    /// Only partitions not closed (open, half-open, forced open, stuck):
+    /// the exposition stays bounded whatever the number of tenants, and a
+    /// tenant in an outage is listed by name. The default.
+    #[default]
+    NotClosed,
+    /// Every live partition: one series per metric and tenant, for a
+    /// bank with few tenants.
+    All,
 }
 
 impl Profile {
@@ -224,6 +240,13 @@ impl Profile {
             None => Some(DEFAULT_MEMORY_LIMIT),
             Some(v) => parse_bytes(v).map_err(|why| problems.push(why)).ok(),
         };
+        let partition_series = match &raw.metrics {
+            None => PartitionSeries::default(),
+            Some(v) => parse_metrics(v).unwrap_or_else(|why| {
+                problems.push(why);
+                PartitionSeries::default()
+            }),
+        };
         if raw.dependencies.0.is_empty() {
             problems.push("`dependencies` is empty: declare at least one dependency".into());
         }
@@ -242,7 +265,11 @@ impl Profile {
             }
         }
         match (problems.is_empty(), memory_limit) {
-            (true, Some(memory_limit)) => Ok(Profile { deps, memory_limit }),
+            (true, Some(memory_limit)) => Ok(Profile {
+                deps,
+                memory_limit,
+                partition_series,
+            }),
             _ => Err(ConfigError { problems }),
         }
     }
@@ -300,6 +327,12 @@ impl Profile {
     /// [`DEFAULT_MEMORY_LIMIT`].
     pub fn memory_limit(&self) -> u64 {
         self.memory_limit
+    }
+
+    /// Which partitions the Prometheus exposition lists one by one: the
+    /// top-level `metrics.partitions` (C14).
+    pub fn partition_series(&self) -> PartitionSeries {
+        self.partition_series
     }
 }
 
@@ -384,7 +417,47 @@ struct RawProfile {
     /// Any YAML value: every malformed one gets the same message, naming
     /// the field (an untagged enum's error would not).
     memory_limit: Option<serde_yaml_ng::Value>,
+    /// As `memory_limit`: checked by hand, for messages in the profile's
+    /// words.
+    metrics: Option<serde_yaml_ng::Value>,
     dependencies: DepMap,
+}
+
+/// The top-level `metrics` mapping: `{partitions: not_closed | all}`.
+fn parse_metrics(v: &serde_yaml_ng::Value) -> Result<PartitionSeries, String> {
+    use serde_yaml_ng::Value;
+    let shown = |v: &Value| {
+        serde_yaml_ng::to_string(v)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let Value::Mapping(m) = v else {
+        return Err(format!(
+            "field `metrics` must be a mapping like `{{partitions: not_closed}}`, got `{}`",
+            shown(v)
+        ));
+    };
+    let mut series = PartitionSeries::default();
+    for (k, v) in m {
+        match (k.as_str(), v.as_str()) {
+            (Some("partitions"), Some("not_closed")) => series = PartitionSeries::NotClosed,
+            (Some("partitions"), Some("all")) => series = PartitionSeries::All,
+            (Some("partitions"), _) => {
+                return Err(format!(
+                    "field `metrics.partitions` must be `not_closed` or `all`, got `{}`",
+                    shown(v)
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "unknown field `metrics.{}`: `metrics` takes only `partitions` (`not_closed` or `all`)",
+                    shown(k)
+                ))
+            }
+        }
+    }
+    Ok(series)
 }
 
 /// The units `memory_limit` takes, longest first where one ends another.

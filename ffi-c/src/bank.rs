@@ -574,7 +574,10 @@ pub(crate) fn record_checked(
     if let Some(mine) = mine {
         if d.record_changes_nothing(&raw_permit(permit), outcome) {
             return match mine.redeem_quiet(permit.ticket) {
-                true => Ok(()),
+                true => {
+                    d.count_unrecorded_success();
+                    Ok(())
+                }
                 false => Err(already_recorded()),
             };
         }

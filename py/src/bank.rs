@@ -8,7 +8,7 @@ use crate::held::{BankHandle, Listeners, Values};
 use crate::outcome::Rules;
 use crate::time::instant_secs;
 use breakerbank::serde_yaml_ng::{Mapping, Value};
-use breakerbank::{Bank, Event, MetricValue, PartitionMetrics, Profile, METRICS};
+use breakerbank::{Bank, DependencyTotals, Event, MetricValue, PartitionMetrics, Profile, METRICS};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
@@ -179,6 +179,41 @@ fn partition_dict<'py>(py: Python<'py>, p: &PartitionMetrics) -> PyResult<Bound<
     Ok(d)
 }
 
+/// The partition key `*`: the dependency as a whole (C14), evicted
+/// partitions included: every metric summed (`stuck`: how many are),
+/// `partitions` by state, `calls_total` by outcome, and
+/// `call_duration_seconds` (`count`, `sum`, cumulative `buckets` as
+/// `(le, count)`) for a dependency whose calls are timed.
+fn totals_dict<'py>(py: Python<'py>, t: &DependencyTotals) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for &(name, v) in &t.sums {
+        if name.contains("seconds") {
+            d.set_item(name, v)?;
+        } else {
+            d.set_item(name, v as u64)?;
+        }
+    }
+    let states = PyDict::new(py);
+    for &(s, n) in &t.partitions {
+        states.set_item(s.as_str(), n)?;
+    }
+    d.set_item("partitions", states)?;
+    let calls = PyDict::new(py);
+    calls.set_item("success", t.calls.success)?;
+    calls.set_item("failure", t.calls.failure)?;
+    calls.set_item("cancelled", t.calls.cancelled)?;
+    calls.set_item("refused", t.calls.refused)?;
+    d.set_item("calls_total", calls)?;
+    if let Some(h) = &t.call_durations {
+        let hist = PyDict::new(py);
+        hist.set_item("count", h.count)?;
+        hist.set_item("sum", h.sum_seconds)?;
+        hist.set_item("buckets", h.buckets.clone())?;
+        d.set_item("call_duration_seconds", hist)?;
+    }
+    Ok(d)
+}
+
 fn event_dict<'py>(py: Python<'py>, ev: &Event) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("kind", ev.kind.as_str())?;
@@ -322,6 +357,7 @@ impl PyBank {
 
     /// `{dependency: {partition: {metric: value}}}` for live partitions;
     /// `state` is a string, `stuck` 0 or 1, seconds are floats, counts ints.
+    /// The partition key `*` is the dependency as a whole (C14).
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let snap = self.bank.metrics();
         let out = PyDict::new(py);
@@ -330,6 +366,7 @@ impl PyBank {
             for p in &dep.partitions {
                 parts.set_item(p.partition.as_str(), partition_dict(py, p)?)?;
             }
+            parts.set_item("*", totals_dict(py, &dep.totals)?)?;
             out.set_item(dep.name.as_str(), parts)?;
         }
         Ok(out)

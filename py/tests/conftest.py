@@ -98,6 +98,12 @@ def trip(dep: bb.Dependency, tenant: str | None = None, failures: int = 3) -> No
     assert dep.state(tenant=tenant) == "open"
 
 
+def partitions(bank: bb.Bank, dep: str) -> dict[str, dict[str, object]]:
+    """The live partitions of ``dep`` in ``bank.metrics()``: the snapshot
+    without its ``*`` key (the dependency as a whole, C14)."""
+    return {p: m for p, m in bank.metrics()[dep].items() if p != "*"}
+
+
 def metric(bank: bb.Bank, dep: str, partition: str, name: str) -> object:
     return bank.metrics()[dep][partition][name]
 

@@ -8,7 +8,7 @@ import gc
 import inspect
 
 import pytest
-from conftest import PROFILE, Boom, boom, dep_yaml, fail, metric, trip
+from conftest import PROFILE, Boom, boom, dep_yaml, fail, metric, partitions, trip
 
 import breakerbank as bb
 
@@ -669,7 +669,7 @@ def test_c9_guard_refuses_a_tenant_that_is_not_a_str(bank: bb.Bank, tenant: obje
         asyncio.run(acharge(tenant=tenant))
     # Refused before admission: nothing called, no partition such as "5".
     assert calls == []
-    assert bank.metrics()["payments_client"] == {}
+    assert partitions(bank, "payments_client") == {}
 
 
 def test_guard_missing_tenant_at_call_is_tenant_required(bank: bb.Bank) -> None:  # C9

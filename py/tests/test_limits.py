@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from conftest import dep_yaml, profile
+from conftest import dep_yaml, partitions, profile
 
 import breakerbank as bb
 
@@ -39,7 +39,7 @@ def test_c9_tenant_id_longer_than_256_bytes_raises_invalid_tenant(
         assert err.value.dependency == "payments_client"
     # Counted against nothing: no partition, no overflow, and the forced
     # open above isolated no one.
-    assert list(bank.metrics()["payments_client"]) == ["acme"]
+    assert list(partitions(bank, "payments_client")) == ["acme"]
     assert sorted(bank.prometheus().splitlines()) == before
     assert pay.state(tenant="globex") == "closed"
 

@@ -6,7 +6,7 @@ use crate::clock::{Clock, Instant, MonotonicClock};
 use crate::dependency::permit::*;
 use crate::events::EventBus;
 use crate::fallback::{Fallback, StaleCache, STALE_CACHE_CAPACITY};
-use crate::metrics::Stats;
+use crate::metrics::{DepCounts, Stats};
 use crate::outcome::*;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
 use crate::profile::{ConfigError, DependencyConfig, Isolation, TripPolicy};
@@ -86,6 +86,8 @@ pub(crate) struct DepInner {
     pub(crate) sweep_due: AtomicU64,
     /// The default error classifier of the wrapped calls (C17), set once.
     pub(crate) classify: OnceLock<Box<Classifier>>,
+    /// Successes and call durations, for the per-dependency series (C14).
+    pub(crate) counts: DepCounts,
 }
 
 /// One dependency of a bank: resolve once with
@@ -198,6 +200,7 @@ impl Dependency {
                 sweeper,
                 sweep_due: AtomicU64::new(u64::MAX),
                 classify: OnceLock::new(),
+                counts: DepCounts::new(),
             }),
         })
     }

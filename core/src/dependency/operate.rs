@@ -484,6 +484,8 @@ impl Dependency {
     pub(crate) fn snapshot(&self, now: Instant) -> DependencyMetrics {
         let inner = &*self.inner;
         let bound = inner.tuning().config.recovery_bound;
+        // Before the partitions: see `DepCounts::totals`.
+        let gone = inner.table.as_ref().map(|t| PartitionMetrics::gone(&t.gone));
         let mut partitions = Vec::new();
         let read = |slot: u32, part: &Partition, name: String| {
             self.check_stuck(slot, part);
@@ -514,8 +516,10 @@ impl Dependency {
                 }
             }
         }
+        let timed = inner.tuning().config.slow_call.is_some();
         DependencyMetrics {
             name: inner.name.clone(),
+            totals: inner.counts.totals(&partitions, gone, timed),
             partitions,
         }
     }

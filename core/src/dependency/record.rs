@@ -34,6 +34,7 @@ impl Dependency {
         outcome: Outcome,
     ) -> Outcome {
         if self.changes_nothing_on(raw, part, outcome) {
+            self.inner.counts.successes.count();
             return outcome;
         }
         self.record_cold(raw.slot, raw.generation, raw.probe, raw.started_ns, outcome)
@@ -73,8 +74,9 @@ impl Dependency {
     /// [`Dependency::record_raw`] asks exactly this first and returns at
     /// once when it holds, so a binding may skip such a record, and keep
     /// its own exactly-once bookkeeping cheaper for it (the C ABI's
-    /// ledger). The answer is as of the load: the breaker may change
-    /// after it.
+    /// ledger), calling [`Dependency::count_unrecorded_success`] instead
+    /// so the call is still counted. The answer is as of the load: the
+    /// breaker may change after it.
     ///
     /// ```
     /// # use breakerbank::{Bank, Decision, Outcome, Profile};
@@ -97,6 +99,15 @@ impl Dependency {
         self.changes_nothing(permit.0, outcome)
     }
 
+    /// Counts the success of a permit whose record a binding skipped
+    /// because [`Dependency::record_changes_nothing`] held: the record
+    /// changes no state, but the call still counts in
+    /// `calls_total{outcome="success"}` (C14). No read-modify-write.
+    #[inline]
+    pub fn count_unrecorded_success(&self) {
+        self.inner.counts.successes.count();
+    }
+
     /// Records the outcome of a permit given as plain data (C13).
     ///
     /// A permit of an older generation, or of a partition evicted since,
@@ -114,6 +125,7 @@ impl Dependency {
     #[inline]
     pub(crate) fn record_data(&self, permit: PermitData, outcome: Outcome) -> Outcome {
         if self.changes_nothing(permit, outcome) {
+            self.inner.counts.successes.count();
             return outcome;
         }
         self.record_cold(
@@ -161,6 +173,17 @@ impl Dependency {
     /// value: a spill here costs nothing the fast paths pay.)
     #[inline(never)]
     pub(crate) fn record_general(&self, permit: PermitData, outcome: Outcome) -> Outcome {
+        let inner = &*self.inner;
+        // A timed call (`slow_call`): its duration, for the histogram and
+        // the slow-call rule, from one reading.
+        let took = (permit.started_ns != NOT_TIMED).then(|| {
+            let took = inner
+                .clock
+                .now()
+                .saturating_duration_since(Instant::from_nanos(permit.started_ns));
+            inner.counts.durations.observe(took);
+            took
+        });
         if self.record_counted(permit, outcome) {
             return outcome;
         }
@@ -171,22 +194,16 @@ impl Dependency {
         if self.is_retired() {
             return outcome;
         }
-        let inner = &*self.inner;
         let Some(part) = self.partition_by_slot(permit.slot) else {
             return outcome;
         };
         // One tuning for the whole record (C20).
         let tuning = inner.tuning();
         let mut verdict = verdict_of(outcome);
-        if let (Verdict::Success, Some(slow)) = (verdict, tuning.config.slow_call) {
-            if permit.started_ns != NOT_TIMED {
-                let took = inner
-                    .clock
-                    .now()
-                    .saturating_duration_since(Instant::from_nanos(permit.started_ns));
-                if took >= slow {
-                    verdict = Verdict::Failure;
-                }
+        if let (Verdict::Success, Some(slow), Some(took)) = (verdict, tuning.config.slow_call, took)
+        {
+            if took >= slow {
+                verdict = Verdict::Failure;
             }
         }
         let mut trip = false;
@@ -264,6 +281,8 @@ impl Dependency {
             let _ = self.apply(tuning, permit, part, verdict, true);
         } else if failed {
             inner.shared_stats.count_flood(Flood::Failure);
+        } else {
+            inner.counts.successes.count();
         }
         true
     }
@@ -348,7 +367,7 @@ impl Dependency {
                         bump(&s.cancelled_total);
                     }
                 }
-                Verdict::Success => {}
+                Verdict::Success => inner.counts.successes.count(),
             },
         }
         drop(pin);

@@ -74,6 +74,7 @@ use self::key::{fingerprint, fingerprint_keys, is_fingerprint, pack_key, unpack_
 pub(crate) use self::lookup::Resolved;
 use self::operator::Overrides;
 use self::shard::{Entry, Shard};
+use crate::metrics::Stats;
 use crate::partition::{Key, Partition, NO_KEY};
 use crate::state::word::Phase;
 use crate::sync::{epoch, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, StdArc};
@@ -145,6 +146,9 @@ pub(crate) struct Table {
     /// spares the read while it is empty.
     overrides: epoch::Atomic<Overrides>,
     override_count: AtomicUsize,
+    /// The counters of owners gone (evicted): added here when a slot's
+    /// next tenure begins, so the dependency's sums keep them (C14).
+    pub(crate) gone: Stats,
 }
 
 impl std::fmt::Debug for Table {
@@ -253,6 +257,7 @@ impl Table {
             forced_all: AtomicBool::new(false),
             overrides: epoch::Atomic::new(Overrides::default()),
             override_count: AtomicUsize::new(0),
+            gone: Stats::default(),
         })
     }
 }
@@ -343,6 +348,11 @@ impl Table {
         if let Some(t) = self.tenures.get((slot as usize).wrapping_sub(1)) {
             // Release: before the word of the tenure (see `tenure`).
             t.fetch_max(generation, Ordering::Release);
+        }
+        // The owner before keeps its counts in the dependency's sums; no
+        // count reaches its block any more (see `Dependency::counters`).
+        if let Some(part) = self.get(slot) {
+            part.retire_stats(generation, &self.gone);
         }
     }
 

@@ -105,7 +105,9 @@ def simulate(s: Scenario, progress: IO[str] | None = None, bank: Bank | None = N
         raise ValueError("simulate drives the bank's clock: make the bank with clock=ManualClock()")
     else:
         clock = bank.clock
-    initial = {(d, p): m["state"] for d, parts in bank.metrics().items() for p, m in parts.items()}
+    initial = {
+        (d, p): m["state"] for d, parts in bank.metrics().items() for p, m in parts.items() if p != "*"
+    }
     now = 0.0
 
     def advance_to(t: float) -> None:
@@ -306,6 +308,8 @@ def simulate(s: Scenario, progress: IO[str] | None = None, bank: Bank | None = N
     snapshot = bank.metrics()
     for dep_name, parts in snapshot.items():
         for partition, m in parts.items():
+            if partition == "*":  # the dependency as a whole, not a partition
+                continue
             r = report_for(dep_name, partition)
             r.metrics = dict(m)
             if m["state"] != r.timeline[-1][1]:
