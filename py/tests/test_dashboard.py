@@ -34,10 +34,23 @@ API_METRICS = {
         "fallback_error_total fallback_failures_total partition_overflow_total stuck"
     ).split()
 }
+# Per dependency (C14): every metric but `state` as
+# `breakerbank_dependency_<name>`, partitions by state, calls by outcome, and
+# the call-duration histogram (of a dependency with slow_call).
+DEPENDENCY_METRICS = {
+    m.replace("breakerbank_", "breakerbank_dependency_", 1) for m in API_METRICS if m != "breakerbank_state"
+} | {
+    "breakerbank_dependency_partitions",
+    "breakerbank_dependency_calls_total",
+    "breakerbank_dependency_call_duration_seconds_bucket",
+    "breakerbank_dependency_call_duration_seconds_sum",
+    "breakerbank_dependency_call_duration_seconds_count",
+}
+API_METRICS |= DEPENDENCY_METRICS
 # Bank-wide, beside API.md's per-partition metrics: events the queue dropped.
 BANK_METRICS = {"breakerbank_events_dropped_total"}
-# The exposition's labels, and the two a scrape adds.
-LABELS = {"dependency", "partition", "state", "job", "instance"}
+# The exposition's labels, the two a scrape adds, and a histogram's.
+LABELS = {"dependency", "partition", "state", "outcome", "le", "job", "instance"}
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
@@ -85,7 +98,8 @@ def exposed_names() -> set[str]:
     bank = bb.Bank.from_yaml(
         profile(
             dep_yaml("payments_client", trip="{consecutive_failures: 2}", recovery_bound="1m", max_tenants="2"),
-            dep_yaml("rates_client", isolation="global", trip="{consecutive_failures: 2}", recovery_bound="1m",
+            dep_yaml("rates_client", isolation="global", trip="{consecutive_failures: 2, slow_call: 5s}",
+                     recovery_bound="1m",
                      fallback="{kind: stale, max_staleness: 10m}"),
         ),
         clock=clock,
@@ -137,8 +151,19 @@ def test_c14_every_dashboard_metric_is_in_api_md_and_in_a_real_exposition(
         assert names <= exposed, f"{where}: not in bank.prometheus(): {sorted(names - exposed)}"
         assert label_names(expr) <= LABELS, f"{where}: unknown labels {sorted(label_names(expr) - LABELS)}"
         used |= names
-    # The dashboard shows every metric of the list.
-    assert used == API_METRICS
+    # The dashboard shows every per-dependency metric (C14), and per
+    # partition only which partitions are not closed.
+    assert DEPENDENCY_METRICS - {
+        "breakerbank_dependency_call_duration_seconds_sum",
+        "breakerbank_dependency_call_duration_seconds_count",
+    } <= used, sorted(DEPENDENCY_METRICS - used)
+
+
+def test_c14_the_dashboard_has_a_tenants_open_now_panel(dashboard: dict[str, Any]) -> None:  # C14
+    [panel] = [p for p in dashboard["panels"] if p["title"] == "Tenants open now"]
+    [target] = panel["targets"]
+    assert metric_names(target["expr"]) == {"breakerbank_dependency_partitions"}
+    assert 'state=~"open|half_open"' in target["expr"]
 
 
 def test_c14_the_rules_and_their_tests_use_api_md_metrics_of_a_real_exposition(exposed: set[str]) -> None:
