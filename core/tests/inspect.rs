@@ -21,6 +21,8 @@ fn fresh(since: Instant) -> Inspection {
         retrips: 0,
         since,
         retry_after: None,
+        window_calls: 0,
+        window_failures: 0,
     }
 }
 
@@ -45,6 +47,8 @@ fn c18_inspect_follows_a_breaker_through_a_whole_episode() {
             retrips: 0,
             since: tripped_at,
             retry_after: Some(SECS30),
+            window_calls: 0,
+            window_failures: 0,
         }
     );
     clock.advance(Duration::from_secs(10));
@@ -190,6 +194,8 @@ fn c18_forced_open_reads_since_the_force_with_no_retry_after() {
             retrips: 0,
             since: bank.now(),
             retry_after: None,
+            window_calls: 0,
+            window_failures: 0,
         }
     );
     clock.advance(Duration::from_secs(4));
@@ -242,4 +248,39 @@ fn c18_tenant_failure_rate_reads_its_own_episode_window() {
         0,
         "a reset starts a new window"
     );
+}
+
+#[test]
+fn c18_inspect_reads_the_failure_rate_window() {
+    let clock = ManualClock::new();
+    let bank = Bank::with_clock(rate_profile("global", 10), clock.clone());
+    let dep = bank.dependency("email_client").unwrap();
+    for _ in 0..4 {
+        admitted(dep.admit(None, None).unwrap()).record(Outcome::Success);
+    }
+    fail(&dep, None, 2);
+    let i = dep.inspect(None).unwrap();
+    assert_eq!((i.window_calls, i.window_failures), (6, 2));
+    assert_eq!(i.consecutive_failures, 2, "the same read");
+    clock.advance(Duration::from_secs(11));
+    let i = dep.inspect(None).unwrap();
+    assert_eq!((i.window_calls, i.window_failures), (0, 0), "slid past");
+    // A tenant's window is its own episode's.
+    let bank = Bank::with_clock(rate_profile("tenant", 10), ManualClock::new());
+    let dep = bank.dependency("email_client").unwrap();
+    admitted(dep.admit(Some("acme"), None).unwrap()).record(Outcome::Success);
+    fail(&dep, Some("acme"), 1);
+    let i = dep.inspect(Some("acme")).unwrap();
+    assert_eq!((i.window_calls, i.window_failures), (2, 1));
+    let other = dep.inspect(Some("globex")).unwrap();
+    assert_eq!((other.window_calls, other.window_failures), (0, 0));
+    // The consecutive policy keeps no window.
+    let (_bank, _clock, dep) = bank_consecutive();
+    fail(&dep, None, 2);
+    let i = dep.inspect(None).unwrap();
+    assert_eq!((i.window_calls, i.window_failures), (0, 0));
+}
+
+fn bank_consecutive() -> (Bank, ManualClock, breakerbank::Dependency) {
+    bank(3, 1, 1, "")
 }

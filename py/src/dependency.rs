@@ -458,8 +458,10 @@ impl PyDependency {
     /// One breaker's state, counters and episode, read at once (C18): a
     /// dict with "state", "consecutive_failures", "half_open_successes",
     /// "probes_in_flight", "retrips", "since" (seconds on the bank's clock:
-    /// when the current episode began) and "retry_after" (seconds until the
-    /// next probe when "open", else None). Changes nothing; an unseen
+    /// when the current episode began), "retry_after" (seconds until the
+    /// next probe when "open", else None), and "window_calls" and
+    /// "window_failures" (a closed failure-rate breaker's window; 0
+    /// otherwise). Changes nothing; an unseen
     /// tenant reads as a fresh partition and asking never creates one.
     #[pyo3(signature = (tenant=None))]
     fn inspect<'py>(&self, py: Python<'py>, tenant: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
@@ -475,6 +477,8 @@ impl PyDependency {
         d.set_item(intern!(py, "retrips"), i.retrips)?;
         d.set_item(intern!(py, "since"), instant_secs(i.since))?;
         d.set_item(intern!(py, "retry_after"), i.retry_after.map(secs))?;
+        d.set_item(intern!(py, "window_calls"), i.window_calls)?;
+        d.set_item(intern!(py, "window_failures"), i.window_failures)?;
         Ok(d)
     }
 

@@ -24,6 +24,8 @@ def test_c18_inspect_reads_counters_phase_and_episode(
         "retrips": 0,
         "since": 0.0,
         "retry_after": None,
+        "window_calls": 0,
+        "window_failures": 0,
     }
     fail(pay, 2, "acme")
     assert pay.inspect(tenant="acme")["consecutive_failures"] == 2
@@ -63,8 +65,11 @@ def test_c18_failure_rate_counts_the_windows_failures(
     email.call(lambda: 1)
     fail(email, 1)
     assert email.inspect()["consecutive_failures"] == 2
+    seen = email.inspect()
+    assert (seen["window_calls"], seen["window_failures"]) == (3, 2)
     clock.advance(11)
     assert email.inspect()["consecutive_failures"] == 0
+    assert email.inspect()["window_calls"] == 0
 
 
 def test_c18_forced_open_has_no_retry_after(bank: bb.Bank) -> None:  # C18

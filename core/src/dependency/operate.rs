@@ -77,6 +77,13 @@ pub struct Inspection {
     /// Open: the time until the breaker next admits a probe. `None` in
     /// every other state (forced open included: it waits for a reset).
     pub retry_after: Option<Duration>,
+    /// Closed under `failure_rate`: the calls in the current window, the
+    /// ones its rate is taken over (C5). 0 under `consecutive_failures`,
+    /// which keeps no window, and in every other state.
+    pub window_calls: u32,
+    /// Closed under `failure_rate`: the failures among
+    /// [`window_calls`](Self::window_calls). 0 otherwise.
+    pub window_failures: u32,
 }
 
 impl Dependency {
@@ -135,6 +142,8 @@ impl Dependency {
                 retrips: 0,
                 since: Instant::from_nanos(0),
                 retry_after: None,
+                window_calls: 0,
+                window_failures: 0,
             },
         })
     }
@@ -156,22 +165,28 @@ impl Dependency {
             },
             p => (State::from_phase(p.seen()), None),
         };
-        let consecutive_failures = match (state, policy.consecutive_failures) {
-            (State::Closed, Some(_)) => w.count(),
+        // The failure-rate window of the closed episode of `w`, read once
+        // (one sum of its buckets): (calls, failures).
+        let window = match (state, policy.consecutive_failures) {
             (State::Closed, None) => {
-                let failures = |win: &crate::window::Window| win.totals(now.as_nanos()).1;
-                let n = match part.window() {
-                    Some(win) => failures(win),
+                let totals = |win: &crate::window::Window| win.totals(now.as_nanos());
+                match part.window() {
+                    Some(win) => totals(win),
                     // A tenant slot's window of this closed episode, if any.
                     None => part
                         .with_episode_window(|win| {
-                            (win.episode == w.generation()).then(|| failures(win))
+                            (win.episode == w.generation()).then(|| totals(win))
                         })
                         .flatten()
-                        .unwrap_or(0),
-                };
-                u32::try_from(n).unwrap_or(u32::MAX)
+                        .unwrap_or((0, 0)),
+                }
             }
+            _ => (0, 0),
+        };
+        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let consecutive_failures = match (state, policy.consecutive_failures) {
+            (State::Closed, Some(_)) => w.count(),
+            (State::Closed, None) => narrow(window.1),
             _ => 0,
         };
         let pin = pin_for(slot);
@@ -191,6 +206,8 @@ impl Dependency {
             retrips: w.trips(),
             since,
             retry_after,
+            window_calls: narrow(window.0),
+            window_failures: narrow(window.1),
         }
     }
 
@@ -485,7 +502,10 @@ impl Dependency {
         let inner = &*self.inner;
         let bound = inner.tuning().config.recovery_bound;
         // Before the partitions: see `DepCounts::totals`.
-        let gone = inner.table.as_ref().map(|t| PartitionMetrics::gone(&t.gone));
+        let gone = inner
+            .table
+            .as_ref()
+            .map(|t| PartitionMetrics::gone(&t.gone));
         let mut partitions = Vec::new();
         let read = |slot: u32, part: &Partition, name: String| {
             self.check_stuck(slot, part);

@@ -79,6 +79,8 @@ class _Inspection(TypedDict):
     retrips: int
     since: float
     retry_after: float | None
+    window_calls: int
+    window_failures: int
 
 @final
 class ManualClock:
