@@ -7,7 +7,7 @@
  * bb_last_error (per thread). Functions taking `const bb_bank *` may be
  * called from any number of threads at once.
  *
- * Link: cc app.c -Iinclude target/release/libbreakerbank_ffi.a -lpthread -ldl -lm
+ * Link: cc app.c $(pkg-config --cflags --libs breakerbank) (after `make install`)
  */
 
 #ifndef BREAKERBANK_H
@@ -274,65 +274,35 @@ typedef uint32_t bb_outcome;
 typedef struct bb_bank bb_bank;
 
 /**
- * An admitted call's ticket, handed back to `bb_record` exactly once.
+ * An admitted call's permit, handed back to `bb_record` exactly once.
  *
- * A plain value: copy it freely, nothing to free. Its fields are for
- * breakerbank; callers only read `probe`. Recording the same permit twice
- * (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing (or,
- * in the race `bb_record` describes, a no-op): the `ticket` is redeemed
- * once. A permit that is never recorded keeps a probe
- * slot of a half-open breaker taken: give up with `BB_OUTCOME_CANCELLED`.
- * A permit must be recorded on the bank that issued it.
+ * 16 opaque bytes: no field is API, and nothing to allocate or free.
+ * Everything `bb_record` needs stays in the bank, so the permit only
+ * names it: a copy recorded again, a permit with any byte altered, one
+ * made up, or one another bank issued, is `BB_ERR_INVALID_ARGUMENT` and
+ * changes nothing (or, in the race `bb_record` describes, a no-op). A
+ * permit that is never recorded keeps a probe slot of a half-open
+ * breaker taken until the dependency's `probe_timeout`: give up with
+ * `BB_OUTCOME_CANCELLED`. Whether the call is a probe is
+ * `bb_decision.probe`.
  */
 typedef struct bb_permit {
   /**
-   * Redeemed once by `bb_record` (0: not a permit).
+   * breakerbank's; all zero in a decision that admitted nothing.
    */
-  uint64_t ticket;
-  /**
-   * When the call was admitted, ns on the bank's clock.
-   */
-  uint64_t started_ns;
-  /**
-   * The issuing bank.
-   */
-  uint32_t bank;
-  /**
-   * Where `ticket` is kept.
-   */
-  uint32_t ledger;
-  /**
-   * The dependency id (as from `bb_dependency_id`).
-   */
-  uint32_t dependency;
-  /**
-   * The partition's slot in the dependency (core detail).
-   */
-  uint32_t slot;
-  /**
-   * The breaker generation at admission (C13: older ones are late records).
-   */
-  uint64_t generation;
-  /**
-   * Whether this call holds a half-open probe slot (C7).
-   */
-  bool probe;
-  /**
-   * A keyed hash of every other field, made by the issuing bank with a
-   * key of its own: a permit whose fields were altered, or that this
-   * bank did not issue, fails it (C13).
-   */
-  uint64_t check;
+  uint64_t opaque[2];
 } bb_permit;
 
 /**
- * The answer of `bb_admit`.
+ * The answer of `bb_admit` (and of `bb_call`).
  *
- * Admitted: `admitted` is true, `permit` must be recorded once with
- * `bb_record`, `reason` is `BB_REASON_NONE` and `fallback` is
- * `BB_FALLBACK_NONE`. Not admitted: `reason` says why and `fallback` is the
- * dependency's declared fallback to take instead (none for
- * `BB_REASON_DEADLINE_EXPIRED`); `permit` is all zero.
+ * Admitted: `admitted` is true, `probe` says whether the call is a
+ * half-open probe (C7), `permit` must be recorded once with `bb_record`
+ * (`bb_call` records it itself and leaves `permit` all zero), `reason` is
+ * `BB_REASON_NONE` and `fallback` is `BB_FALLBACK_NONE`. Not admitted:
+ * `reason` says why and `fallback` is the dependency's declared fallback
+ * to take instead (none for `BB_REASON_DEADLINE_EXPIRED`); `permit` is all
+ * zero.
  */
 typedef struct bb_decision {
   /**
@@ -357,10 +327,25 @@ typedef struct bb_decision {
    */
   uint64_t retry_after_ns;
   /**
-   * The permit to record (admitted only).
+   * The permit to record (`bb_admit`, admitted only).
    */
   struct bb_permit permit;
 } bb_decision;
+
+/**
+ * The caller's function that `bb_call` runs once admitted, on the
+ * calling thread: `ctx` is `bb_call`'s, `probe` says whether the call is
+ * a half-open probe. It returns the call's outcome; a value outside
+ * `bb_outcome` is recorded as `BB_OUTCOME_CANCELLED` and `bb_call`
+ * returns `BB_ERR_INVALID_ARGUMENT`.
+ *
+ * It must return normally: it must not unwind (a C++ exception, a Rust
+ * panic) or `longjmp` out of `bb_call` (breakerbank's frames would be
+ * skipped: undefined behaviour, and the call never recorded). It may call
+ * any `bb_*` function, `bb_call` included, except `bb_bank_free` on the
+ * bank it runs under.
+ */
+typedef bb_outcome (*bb_call_fn)(void *ctx, bool probe);
 
 /**
  * One breaker as `bb_inspect` read it (C18): every field from one load of
@@ -560,7 +545,9 @@ bb_status bb_dependency_id(const struct bb_bank *bank, const char *name, size_t 
  * `out->permit` must be given to `bb_record` exactly once, also when the
  * caller gives up (`BB_OUTCOME_CANCELLED`). A rejected one names the
  * fallback to take instead; nothing waits on the dependency, a lock or a
- * timer. Thread-safe; lock-free for a closed breaker.
+ * timer. Thread-safe; lock-free for a closed breaker. A caller that runs
+ * the call on the admitting thread can use `bb_call` instead, which needs
+ * no permit.
  *
  * # Safety
  *
@@ -570,22 +557,48 @@ bb_status bb_dependency_id(const struct bb_bank *bank, const char *name, size_t 
 bb_status bb_admit(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len, uint64_t deadline_ns, struct bb_decision *out);
 
 /**
+ * Makes a call to dependency `dep` for `tenant` through its breaker: admits
+ * it, and if admitted runs `fn(ctx, probe)` on the calling thread and
+ * records the outcome `fn` returns (C5, C7, C10, C13). The call's
+ * duration, from admission to `fn`'s return, is judged against the
+ * dependency's `slow_call`: a success that took that long counts as a
+ * failure.
+ *
+ * Arguments and tenant rules as for `bb_admit`. On `BB_OK`, `*out` says
+ * whether the call was admitted (and `fn` run, and whether as a probe); a
+ * refused call's `*out` names the fallback to take, as `bb_admit`'s does,
+ * and `fn` is not called. `out->permit` is all zero: no permit leaves the
+ * library, so there is nothing to record, copy or lose. `fn` returning a
+ * value outside `bb_outcome` records the call as cancelled and returns
+ * `BB_ERR_INVALID_ARGUMENT` (`*out` unwritten). Thread-safe.
+ *
+ * `fn` must return normally: no unwinding (C++ exceptions, Rust panics)
+ * and no `longjmp` out of it (see `bb_call_fn`).
+ *
+ * # Safety
+ *
+ * As `bb_admit`; `fn` is a function that may be called once with `ctx`
+ * on the calling thread.
+ */
+bb_status bb_call(const struct bb_bank *bank, uint32_t dep, const char *tenant, size_t tenant_len, uint64_t deadline_ns, bb_call_fn fn, void *ctx, struct bb_decision *out);
+
+/**
  * Records the outcome of an admitted call (C5, C7, C8, C10, C13).
  *
- * Each permit is redeemed once: recording it (or a copy) again, a permit
- * never issued by this bank, or one with any field altered (its `check`
- * word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
- * nothing. (Copies recorded at the same moment on the admitting thread
- * and on another may both return `BB_OK` when the admitting thread's
- * record is a success that changes nothing: the other one is then the
- * record that counts. A permit never counts twice.) A permit from an
- * earlier generation of its breaker
- * (the breaker changed state since) is counted as a late record only, and
- * a probe's slot is returned. `outcome` outside `bb_outcome` is
- * `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a
- * dependency a reload has removed since is redeemed as usual and changes
- * nothing that is still in force (C20). Thread-safe; any thread may
- * record a permit admitted on another.
+ * Each permit is recorded once: recording it (or a copy) again, a permit
+ * never issued by this bank, or one with any byte altered, is
+ * `BB_ERR_INVALID_ARGUMENT` and changes nothing (the message cannot tell
+ * the three apart). (Copies recorded at the same moment on the admitting
+ * thread and on another may both return `BB_OK` when the admitting
+ * thread's record is a success that changes nothing: the other one is
+ * then the record that counts. A permit never counts twice.) A permit
+ * from an earlier generation of its breaker (the breaker changed state
+ * since) is counted as a late record only, and a probe's slot is
+ * returned. `outcome` outside `bb_outcome` is `BB_ERR_INVALID_ARGUMENT`
+ * (the permit stays outstanding). A permit of a dependency a reload has
+ * removed since is taken as usual and changes nothing that is still in
+ * force (C20). Thread-safe; any thread may record a permit admitted on
+ * another.
  *
  * # Safety
  *

@@ -6,14 +6,15 @@
 #![allow(clippy::disallowed_types)]
 
 use crate::boundary::{copy_out, opt_str_arg, str_arg, Fail, Out};
-use crate::ledger;
+use crate::ledger::{self, Issued, Ledger, Place};
 use crate::listener::{bb_listener_fn, ListenerSlot};
 use crate::types::{
-    bb_bool_raw, bb_breaker_state, bb_decision, bb_fallback_kind, bb_inspection, bb_outcome_raw,
-    bb_permit, bb_reason, bb_status,
+    bb_bool_raw, bb_breaker_state, bb_call_fn, bb_decision, bb_fallback_kind, bb_inspection,
+    bb_outcome_raw, bb_permit, bb_reason, bb_status,
 };
 use breakerbank::{
     AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Outcome, Profile, RawPermit,
+    Rejection,
 };
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -30,54 +31,8 @@ use std::time::Duration;
 pub struct bb_bank {
     pub(crate) bank: Bank,
     listener: Arc<ListenerSlot>,
-    /// Tags this bank's permits.
+    /// Tags this bank's permits in the ledger.
     serial: u32,
-    /// Keys the check word of this bank's permits (random per bank).
-    checks: CheckKey,
-}
-
-/// The random key of a bank's permit check words.
-struct CheckKey([u64; 6]);
-
-impl CheckKey {
-    fn random() -> CheckKey {
-        use std::hash::BuildHasher;
-        let seed = foldhash::quality::RandomState::default();
-        CheckKey(std::array::from_fn(|i| seed.hash_one(i)))
-    }
-}
-
-/// The 128-bit product of `a` and `b`, its two halves folded together.
-#[inline(always)]
-fn folded_multiply(a: u64, b: u64) -> u64 {
-    let full = u128::from(a) * u128::from(b);
-    (full as u64) ^ ((full >> 64) as u64)
-}
-
-impl bb_bank {
-    /// The check word of `p`: every field but `check`. A keyed hash, not
-    /// a cryptographic MAC: it refuses a permit altered or made up by a
-    /// caller that does not read the bank's memory, which an in-process
-    /// caller could do anyway.
-    ///
-    /// Six 64-bit lanes hold every field once (so any change of any field
-    /// changes a lane), multiplied in pairs with the key: three
-    /// multiplications that do not depend on each other, about one
-    /// multiplication's latency. The lanes pair the 32-bit fields as they
-    /// lie in memory (`bank` with `ledger`, `dependency` with `slot`).
-    #[inline(always)]
-    fn check_of(&self, p: &bb_permit) -> u64 {
-        let k = &self.checks.0;
-        folded_multiply(p.ticket ^ k[0], pair32(p.bank, p.ledger) ^ k[1])
-            ^ folded_multiply(pair32(p.dependency, p.slot) ^ k[2], p.generation ^ k[3])
-            ^ folded_multiply(p.started_ns ^ k[4], u64::from(p.probe.0) ^ k[5])
-    }
-}
-
-/// Two 32-bit fields as one lane of the check word, `lo` in its low half.
-#[inline(always)]
-fn pair32(lo: u32, hi: u32) -> u64 {
-    u64::from(lo) | u64::from(hi) << 32
 }
 
 impl std::fmt::Debug for bb_bank {
@@ -109,7 +64,7 @@ fn unknown_id(id: u32) -> Fail {
 #[cold]
 #[inline(never)]
 fn not_issued() -> Fail {
-    Fail::arg("`permit` was not issued by this bank, or its fields were altered")
+    Fail::arg("`permit` was already recorded, or was not issued by this bank, or was altered")
 }
 
 #[cold]
@@ -120,8 +75,17 @@ fn bad_outcome(outcome: bb_outcome_raw) -> Fail {
 
 #[cold]
 #[inline(never)]
-fn already_recorded() -> Fail {
-    Fail::arg("`permit` was already recorded")
+fn no_function() -> Fail {
+    Fail::arg("`fn` is null")
+}
+
+#[cold]
+#[inline(never)]
+fn bad_returned_outcome(outcome: bb_outcome_raw) -> Fail {
+    Fail::arg(format!(
+        "`fn` returned {}, which is not a bb_outcome: the call was recorded as cancelled",
+        outcome.0
+    ))
 }
 
 /// The status and message of a tenant the core refused.
@@ -219,7 +183,6 @@ pub extern "C" fn bb_bank_from_yaml(
             bank,
             listener: Arc::default(),
             serial,
-            checks: CheckKey::random(),
         });
         out.write(Box::into_raw(b));
         Ok(())
@@ -331,18 +294,17 @@ pub extern "C" fn bb_dependency_id(
 /// Writes an admitted call's decision to `out`: `admitted`, `probe`,
 /// `BB_REASON_NONE`, `BB_FALLBACK_NONE`, no retry-after, and `permit`.
 ///
-/// The permit is stored in the pieces a caller's copy of it reads. A C
-/// caller hands `d.permit` to `bb_record` by value, so its compiler copies
-/// the 56 bytes with 16-byte (SSE) or 8-byte loads from offsets 0, 16, 32
-/// and 48 of the permit, right after this call. A load that spans
-/// several narrower stores cannot take its data from the store buffer
-/// and waits until they reach the cache (a store-forwarding stall, tens
-/// of cycles). Written field by field, the permit cost three such stalls
-/// per admit + record, more than all the instructions of both calls. So
-/// on x86-64 it is written as three 16-byte stores and one 8-byte store
-/// at those offsets, each of which such a load finds whole.
+/// Written in the pieces a caller's reads of it take. A C caller reads
+/// `admitted` and then hands `d.permit` to `bb_record` by value, loading
+/// its two words (or one 16-byte load) right after this call. A load that
+/// spans several narrower stores cannot take its data from the store
+/// buffer and waits until they reach the cache (a store-forwarding stall,
+/// tens of cycles, more than all the instructions of an admit + record).
+/// So on x86-64 the decision is written as a 16-byte store of its head,
+/// an 8-byte one of the retry-after and a 16-byte one of the permit, each
+/// of which such a load finds whole.
 #[inline(always)]
-fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
+fn write_admitted(out: Out<bb_decision>, probe: bool, permit: [u64; 2]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_set_epi64x, _mm_storeu_si128};
@@ -350,22 +312,14 @@ fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
         // The layout these stores assume (little-endian, repr(C)); the
         // reason and fallback of an admitted call are both 0.
         const _: () = {
-            assert!(std::mem::size_of::<bb_decision>() == 80);
+            assert!(std::mem::size_of::<bb_decision>() == 40);
             assert!(offset_of!(bb_decision, admitted) == 0);
             assert!(offset_of!(bb_decision, probe) == 1);
             assert!(offset_of!(bb_decision, reason) == 4);
             assert!(offset_of!(bb_decision, fallback) == 8);
             assert!(offset_of!(bb_decision, retry_after_ns) == 16);
             assert!(offset_of!(bb_decision, permit) == 24);
-            assert!(offset_of!(bb_permit, ticket) == 0);
-            assert!(offset_of!(bb_permit, started_ns) == 8);
-            assert!(offset_of!(bb_permit, bank) == 16);
-            assert!(offset_of!(bb_permit, ledger) == 20);
-            assert!(offset_of!(bb_permit, dependency) == 24);
-            assert!(offset_of!(bb_permit, slot) == 28);
-            assert!(offset_of!(bb_permit, generation) == 32);
-            assert!(offset_of!(bb_permit, probe) == 40);
-            assert!(offset_of!(bb_permit, check) == 48);
+            assert!(std::mem::size_of::<bb_permit>() == 16);
             assert!(bb_reason::BB_REASON_NONE as u32 == 0);
             assert!(bb_fallback_kind::BB_FALLBACK_NONE as u32 == 0);
         };
@@ -374,14 +328,12 @@ fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
             // x86-64 CPU has (the target's baseline); it touches no memory.
             unsafe { _mm_set_epi64x(hi as i64, lo as i64) }
         };
-        let head = pair(1 | u64::from(p.probe.0) << 8, 0);
-        let w0 = pair(p.ticket, p.started_ns);
-        let w1 = pair(pair32(p.bank, p.ledger), pair32(p.dependency, p.slot));
-        let w2 = pair(p.generation, u64::from(p.probe.0));
+        let head = pair(1 | u64::from(probe) << 8, 0);
+        let words = pair(permit[0], permit[1]);
         let d = out.0.cast::<u8>();
         // SAFETY: `try_out!` checked that `out.0` is non-null and aligned,
         // and the caller's contract makes it valid for writes of one
-        // `bb_decision` (80 bytes, asserted above); every store below is
+        // `bb_decision` (40 bytes, asserted above); every store below is
         // inside those bytes. Unaligned stores need no alignment; bytes
         // written into padding are allowed. The values written are those
         // of the `bb_decision` the doc comment describes (layout asserted
@@ -389,35 +341,47 @@ fn write_admitted(out: Out<bb_decision>, p: &bb_permit) {
         unsafe {
             _mm_storeu_si128(d.cast(), head);
             d.add(16).cast::<u64>().write_unaligned(0);
-            let permit = d.add(offset_of!(bb_decision, permit));
-            _mm_storeu_si128(permit.cast(), w0);
-            _mm_storeu_si128(permit.add(16).cast(), w1);
-            _mm_storeu_si128(permit.add(32).cast(), w2);
-            permit.add(48).cast::<u64>().write_unaligned(p.check);
+            _mm_storeu_si128(d.add(offset_of!(bb_decision, permit)).cast(), words);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     out.write(bb_decision {
         admitted: true,
-        probe: p.probe.get(),
+        probe,
         reason: bb_reason::BB_REASON_NONE,
         fallback: bb_fallback_kind::BB_FALLBACK_NONE,
         retry_after_ns: 0,
-        permit: *p,
+        permit: bb_permit { opaque: permit },
     });
 }
 
-const NO_PERMIT: bb_permit = bb_permit {
-    ticket: 0,
-    started_ns: 0,
-    bank: 0,
-    ledger: 0,
-    dependency: 0,
-    slot: 0,
-    generation: 0,
-    probe: bb_bool_raw(0),
-    check: 0,
-};
+/// Writes a refusal's decision to `out`: the reason, the fallback to take
+/// (none for an expired deadline), the retry-after, no permit.
+#[inline(always)]
+fn write_rejected(out: Out<bb_decision>, r: &Rejection<'_>) {
+    // The retry-after first, while the core's nanoseconds are at hand:
+    // after the branches on the reason, LLVM no longer folds the
+    // `Duration` made of them back (see `nanos`).
+    let retry_after_ns = r.retry_after.map_or(0, nanos);
+    // The declared kind read whatever the reason, then kept or not
+    // (`fallback_to_serve`'s rule) with a select rather than a branch per
+    // reason.
+    let declared = bb_fallback_kind::from(r.fallback.kind());
+    let fallback = match r.fallback_to_serve() {
+        Some(_) => declared,
+        None => bb_fallback_kind::BB_FALLBACK_NONE,
+    };
+    out.write(bb_decision {
+        admitted: false,
+        probe: false,
+        reason: r.reason.into(),
+        fallback,
+        retry_after_ns,
+        permit: NO_PERMIT,
+    });
+}
+
+const NO_PERMIT: bb_permit = bb_permit { opaque: [0; 2] };
 
 /// `d` in whole nanoseconds, saturating at `u64::MAX`.
 ///
@@ -434,6 +398,12 @@ fn nanos(d: Duration) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// The deadline argument: 0 is none.
+#[inline(always)]
+fn deadline_arg(deadline_ns: u64) -> Option<Instant> {
+    (deadline_ns != 0).then(|| Instant::from_nanos(deadline_ns))
+}
+
 /// Asks to make a call to dependency `dep` for `tenant` (C1, C3, C7, C9, C10).
 ///
 /// `tenant` is `(NULL, 0)` for none; a global dependency ignores it, a
@@ -446,7 +416,9 @@ fn nanos(d: Duration) -> u64 {
 /// `out->permit` must be given to `bb_record` exactly once, also when the
 /// caller gives up (`BB_OUTCOME_CANCELLED`). A rejected one names the
 /// fallback to take instead; nothing waits on the dependency, a lock or a
-/// timer. Thread-safe; lock-free for a closed breaker.
+/// timer. Thread-safe; lock-free for a closed breaker. A caller that runs
+/// the call on the admitting thread can use `bb_call` instead, which needs
+/// no permit.
 ///
 /// # Safety
 ///
@@ -467,69 +439,140 @@ pub extern "C" fn bb_admit(
         let d = dependency(bank, dep)?;
         // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
         let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
-        let deadline = (deadline_ns != 0).then(|| Instant::from_nanos(deadline_ns));
-        match d.admit(tenant, deadline) {
+        match d.admit(tenant, deadline_arg(deadline_ns)) {
             Ok(Decision::Admitted(permit)) => {
                 let raw = permit.into_raw();
-                let (ledger, ticket) = ledger::issue();
-                let mut permit = bb_permit {
-                    ticket,
-                    started_ns: raw.started_ns(),
+                let probe = raw.is_probe();
+                let words = ledger::issue(&Issued {
                     bank: bank.serial,
-                    ledger,
                     dependency: dep,
                     slot: raw.slot(),
+                    probe,
                     generation: raw.generation(),
-                    probe: raw.is_probe().into(),
-                    check: 0,
-                };
-                permit.check = bank.check_of(&permit);
-                write_admitted(out, &permit);
-            }
-            Ok(Decision::Rejected(r)) => {
-                // The retry-after first, while the core's nanoseconds are at
-                // hand: after the branches on the reason, LLVM no longer
-                // folds the `Duration` made of them back (see `nanos`).
-                let retry_after_ns = r.retry_after.map_or(0, nanos);
-                // The declared kind read whatever the reason, then kept or
-                // not (`fallback_to_serve`'s rule) with a select rather
-                // than a branch per reason.
-                let declared = bb_fallback_kind::from(r.fallback.kind());
-                let fallback = match r.fallback_to_serve() {
-                    Some(_) => declared,
-                    None => bb_fallback_kind::BB_FALLBACK_NONE,
-                };
-                out.write(bb_decision {
-                    admitted: false,
-                    probe: false,
-                    reason: r.reason.into(),
-                    fallback,
-                    retry_after_ns,
-                    permit: NO_PERMIT,
+                    started_ns: raw.started_ns(),
                 });
+                write_admitted(out, probe, words);
             }
+            Ok(Decision::Rejected(r)) => write_rejected(out, &r),
             Err(e) => return Err(tenant_refused(d, e)),
         }
         Ok(())
     }
 }
 
+/// Makes a call to dependency `dep` for `tenant` through its breaker: admits
+/// it, and if admitted runs `fn(ctx, probe)` on the calling thread and
+/// records the outcome `fn` returns (C5, C7, C10, C13). The call's
+/// duration, from admission to `fn`'s return, is judged against the
+/// dependency's `slow_call`: a success that took that long counts as a
+/// failure.
+///
+/// Arguments and tenant rules as for `bb_admit`. On `BB_OK`, `*out` says
+/// whether the call was admitted (and `fn` run, and whether as a probe); a
+/// refused call's `*out` names the fallback to take, as `bb_admit`'s does,
+/// and `fn` is not called. `out->permit` is all zero: no permit leaves the
+/// library, so there is nothing to record, copy or lose. `fn` returning a
+/// value outside `bb_outcome` records the call as cancelled and returns
+/// `BB_ERR_INVALID_ARGUMENT` (`*out` unwritten). Thread-safe.
+///
+/// `fn` must return normally: no unwinding (C++ exceptions, Rust panics)
+/// and no `longjmp` out of it (see `bb_call_fn`).
+///
+/// # Safety
+///
+/// As `bb_admit`; `fn` is a function that may be called once with `ctx`
+/// on the calling thread.
+#[no_mangle]
+pub extern "C" fn bb_call(
+    bank: *const bb_bank,
+    dep: u32,
+    tenant: *const c_char,
+    tenant_len: usize,
+    deadline_ns: u64,
+    r#fn: bb_call_fn,
+    ctx: *mut c_void,
+    out: *mut bb_decision,
+) -> bb_status {
+    ffi_boundary! {
+        let bank = try_ref!(bank, "bank");
+        let out = try_out!(out, "out");
+        let Some(f) = r#fn else {
+            return Err(no_function());
+        };
+        let d = dependency(bank, dep)?;
+        // SAFETY: the caller's contract: `tenant` has `tenant_len` bytes.
+        let tenant = unsafe { opt_str_arg(tenant, tenant_len, "tenant") }?;
+        let deadline = deadline_arg(deadline_ns);
+        // SAFETY: the caller's contract: `f` may be called once with `ctx`
+        // on this thread.
+        let run = |probe| unsafe { f(ctx, probe) };
+        match call_through(d, tenant, deadline, run) {
+            Ok(Called::Ran { probe }) => write_admitted(out, probe, NO_PERMIT.opaque),
+            Ok(Called::Refused(r)) => write_rejected(out, &r),
+            Ok(Called::BadOutcome(o)) => return Err(bad_returned_outcome(o)),
+            Err(e) => return Err(tenant_refused(d, e)),
+        }
+        Ok(())
+    }
+}
+
+/// What [`call_through`] did.
+enum Called<'a> {
+    /// Admitted, ran and recorded.
+    Ran { probe: bool },
+    /// Not admitted; the function did not run.
+    Refused(Rejection<'a>),
+    /// Admitted and ran, but returned this, which is no `bb_outcome`:
+    /// recorded as cancelled.
+    BadOutcome(bb_outcome_raw),
+}
+
+/// `bb_call`'s call through the breaker: admit, run `run(probe)`, record
+/// what it returned (`slow_call` judged from the admission to the record).
+/// The one place the C ABI runs a call; the core's admit and record do the
+/// rest.
+#[inline(always)]
+fn call_through<'a>(
+    d: &'a Dependency,
+    tenant: Option<&str>,
+    deadline: Option<Instant>,
+    run: impl FnOnce(bool) -> bb_outcome_raw,
+) -> Result<Called<'a>, AdmitError> {
+    match d.admit(tenant, deadline)? {
+        Decision::Admitted(permit) => {
+            let probe = permit.is_probe();
+            let returned = run(probe);
+            match returned.decode() {
+                Some(outcome) => {
+                    permit.record(outcome);
+                    Ok(Called::Ran { probe })
+                }
+                None => {
+                    permit.record(Outcome::Cancelled);
+                    Ok(Called::BadOutcome(returned))
+                }
+            }
+        }
+        Decision::Rejected(r) => Ok(Called::Refused(r)),
+    }
+}
+
 /// Records the outcome of an admitted call (C5, C7, C8, C10, C13).
 ///
-/// Each permit is redeemed once: recording it (or a copy) again, a permit
-/// never issued by this bank, or one with any field altered (its `check`
-/// word no longer matches), is `BB_ERR_INVALID_ARGUMENT` and changes
-/// nothing. (Copies recorded at the same moment on the admitting thread
-/// and on another may both return `BB_OK` when the admitting thread's
-/// record is a success that changes nothing: the other one is then the
-/// record that counts. A permit never counts twice.) A permit from an
-/// earlier generation of its breaker
-/// (the breaker changed state since) is counted as a late record only, and
-/// a probe's slot is returned. `outcome` outside `bb_outcome` is
-/// `BB_ERR_INVALID_ARGUMENT` (the permit stays unredeemed). A permit of a
-/// dependency a reload has removed since is redeemed as usual and changes
-/// nothing that is still in force (C20). Thread-safe; any thread may
-/// record a permit admitted on another.
+/// Each permit is recorded once: recording it (or a copy) again, a permit
+/// never issued by this bank, or one with any byte altered, is
+/// `BB_ERR_INVALID_ARGUMENT` and changes nothing (the message cannot tell
+/// the three apart). (Copies recorded at the same moment on the admitting
+/// thread and on another may both return `BB_OK` when the admitting
+/// thread's record is a success that changes nothing: the other one is
+/// then the record that counts. A permit never counts twice.) A permit
+/// from an earlier generation of its breaker (the breaker changed state
+/// since) is counted as a late record only, and a probe's slot is
+/// returned. `outcome` outside `bb_outcome` is `BB_ERR_INVALID_ARGUMENT`
+/// (the permit stays outstanding). A permit of a dependency a reload has
+/// removed since is taken as usual and changes nothing that is still in
+/// force (C20). Thread-safe; any thread may record a permit admitted on
+/// another.
 ///
 /// # Safety
 ///
@@ -545,74 +588,88 @@ pub extern "C" fn bb_record(
         let Some(outcome) = outcome.decode() else {
             return Err(bad_outcome(outcome));
         };
-        // Checked before anything else: an altered or made-up permit
-        // redeems no ticket and changes nothing (C13).
-        if permit.bank != bank.serial || permit.check != bank.check_of(&permit) {
-            return Err(not_issued());
+        let [ticket, place] = permit.opaque;
+        // The common case first: recorded on the admitting thread.
+        if let Some(mine) = ledger::mine(place as u32) {
+            return record_entry(bank.serial, |id| dependency(bank, id), mine, (place >> 32) as u32, ticket, outcome, true);
         }
-        let d = dependency(bank, permit.dependency)?;
-        record_checked(d, &permit, outcome, ledger::mine(permit.ledger), ledger::redeem)
+        match ledger::place(permit.opaque) {
+            Some(Place::Entry(l, at)) => record_entry(bank.serial, |id| dependency(bank, id), l, at, ticket, outcome, false),
+            Some(Place::Spill) => {
+                let issued = ledger::take_spilled(ticket, bank.serial).ok_or_else(not_issued)?;
+                let d = dependency(bank, issued.dependency)?;
+                d.record_raw(raw_permit(&issued), outcome);
+                Ok(())
+            }
+            None => Err(not_issued()),
+        }
     }
 }
 
-/// `bb_record` of a permit checked as this bank's, on dependency `d`:
-/// redeem its ticket, then record (C13). `mine` is the recording thread's
-/// own ledger when that is the permit's; `redeem` is the ledger's
-/// compare-exchange on the permit's `(ledger, ticket)`. The loom models
-/// call it too (`crate::__loom`), on a ledger of their own.
+/// `bb_record` of the permit `(at, ticket)` of ledger `l` for the bank
+/// whose serial is `bank`, its dependency found by `dependency` (C13): the
+/// entry must hold the ticket and the bank's permit; then it is taken and
+/// its fields recorded. `owner` says whether the recording thread owns
+/// `l`: then a record that changes nothing frees the entry with a plain
+/// store ([`ledger::Ledger::redeem_quiet`]). The loom models call it too
+/// (`crate::__loom`), on a ledger of their own.
 #[inline(always)]
-pub(crate) fn record_checked(
-    d: &Dependency,
-    permit: &bb_permit,
+pub(crate) fn record_entry<'d>(
+    bank: u32,
+    dependency: impl FnOnce(u32) -> Result<&'d Dependency, Fail>,
+    l: &Ledger,
+    at: u32,
+    ticket: u64,
     outcome: Outcome,
-    mine: Option<&ledger::Ledger>,
-    redeem: impl FnOnce(u32, u64) -> bool,
+    owner: bool,
 ) -> Result<(), Fail> {
+    let issued = match l.peek(at, ticket) {
+        Some(i) if i.bank == bank => i,
+        _ => return Err(not_issued()),
+    };
+    let d = dependency(issued.dependency)?;
+    let raw = raw_permit(&issued);
     // The common case, admitted and recorded on one thread and changing
     // nothing: no read-modify-write, and nothing to record (see
     // `Ledger::redeem_quiet` for why it stays exactly-once).
-    if let Some(mine) = mine {
-        if d.record_changes_nothing(&raw_permit(permit), outcome) {
-            return match mine.redeem_quiet(permit.ticket) {
-                true => {
-                    d.count_unrecorded_success();
-                    Ok(())
-                }
-                false => Err(already_recorded()),
-            };
-        }
+    if owner && d.record_changes_nothing(&raw, outcome) {
+        l.redeem_quiet(at);
+        d.count_unrecorded_success();
+        return Ok(());
     }
-    redeem_and_record(d, permit, outcome, redeem)
+    take_and_record(d, l, at, ticket, raw, outcome)
 }
 
-/// The rest of `record_checked`: redeem the permit's ticket with the
-/// ledger's compare-exchange, then record. Out of line, so that the quiet
-/// path before it keeps few values live.
+/// The rest of `record_entry`: take the entry with the ledger's
+/// compare-exchange, then record. Out of line, so that the quiet path
+/// before it keeps few values live.
 #[inline(never)]
-fn redeem_and_record(
+fn take_and_record(
     d: &Dependency,
-    permit: &bb_permit,
+    l: &Ledger,
+    at: u32,
+    ticket: u64,
+    raw: RawPermit,
     outcome: Outcome,
-    redeem: impl FnOnce(u32, u64) -> bool,
 ) -> Result<(), Fail> {
-    if !redeem(permit.ledger, permit.ticket) {
-        return Err(already_recorded());
+    if !l.take(at, ticket) {
+        return Err(not_issued());
     }
-    d.record_raw(raw_permit(permit), outcome);
+    d.record_raw(raw, outcome);
     Ok(())
 }
 
-/// The core's permit inside `p`, a permit whose check word `bb_record`
-/// has verified: to ask whether recording it changes nothing, and to
-/// record it once its ticket is redeemed.
+/// The core's permit a ledger entry holds: to ask whether recording it
+/// changes nothing, and to record it once its entry is taken.
 #[inline(always)]
-fn raw_permit(p: &bb_permit) -> RawPermit {
+fn raw_permit(i: &Issued) -> RawPermit {
     // SAFETY: not memory safety: `from_parts`' contract that these are
     // the fields of one permit this dependency issued, recorded once.
-    // The check word (keyed by this bank, over every field) says they are
-    // what `bb_admit` issued; `bb_record` records it only after the
-    // ledger's `redeem` says this is their one record.
-    unsafe { RawPermit::from_parts(p.slot, p.generation, p.probe.get(), p.started_ns) }
+    // They are what `bb_admit` wrote into the ledger entry (or spill map)
+    // for this bank's dependency `i.dependency`, read while the entry held
+    // the permit's ticket; `bb_record` records them only after taking the
+    // entry (or the spilled permit) says this is their one record.
+    unsafe { RawPermit::from_parts(i.slot, i.generation, i.probe, i.started_ns) }
 }
 
 /// Reads a breaker's state into `*out` (`BB_STATE_*`).
@@ -950,7 +1007,7 @@ mod tests {
         let mut d = std::mem::MaybeUninit::<bb_decision>::uninit();
         // SAFETY: any bytes may be written over; read back only after
         // bb_admit wrote the whole decision.
-        unsafe { d.as_mut_ptr().cast::<u8>().write_bytes(0xA5, 80) };
+        unsafe { d.as_mut_ptr().write_bytes(0xA5, 1) };
         let s = bb_admit(
             bank,
             dep,
@@ -977,20 +1034,15 @@ mod tests {
             &mut bank,
         );
         assert_eq!(s, bb_status::BB_OK);
-        // SAFETY: the bank is live until the end of the test.
-        let b = unsafe { &*bank };
         let fresh = |dep: u32, tenant: &str| admit_over_garbage(bank, dep, tenant, 0);
         for (dep, tenant) in [(0, ""), (1, "acme")] {
             let d = fresh(dep, tenant);
-            let p = d.permit;
-            assert!(d.admitted && !d.probe && !p.probe.get(), "{d:?}");
+            assert!(d.admitted && !d.probe, "{d:?}");
             assert_eq!(d.reason, bb_reason::BB_REASON_NONE);
             assert_eq!(d.fallback, bb_fallback_kind::BB_FALLBACK_NONE);
             assert_eq!(d.retry_after_ns, 0);
-            assert_eq!((p.bank, p.dependency), (b.serial, dep));
-            assert_ne!(p.ticket, 0);
-            assert_eq!(p.check, b.check_of(&p));
-            let s = bb_record(bank, p, bb_outcome::BB_OUTCOME_FAILURE.into());
+            assert_ne!(d.permit, NO_PERMIT);
+            let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_FAILURE.into());
             assert_eq!(s, bb_status::BB_OK);
         }
         // A probe: search_client trips on one failure and then, an hour
@@ -1002,8 +1054,7 @@ mod tests {
         );
         assert_eq!(bb_clock_advance(bank, 3_600_000_000_000), bb_status::BB_OK);
         let d = fresh(2, "");
-        assert!(d.admitted && d.probe && d.permit.probe.get(), "{d:?}");
-        assert_eq!(d.permit.check, b.check_of(&d.permit));
+        assert!(d.admitted && d.probe, "{d:?}");
         let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_SUCCESS.into());
         assert_eq!(s, bb_status::BB_OK);
         assert_eq!(bb_bank_free(bank), bb_status::BB_OK);
@@ -1090,82 +1141,77 @@ mod tests {
         assert_eq!(bb_bank_free(bank), bb_status::BB_OK);
     }
 
-    /// C13: a permit with any one field altered (each bit of each field
-    /// the check word covers) is refused and redeems nothing; the genuine
-    /// permit is then recorded once.
+    /// C13: a permit with any one bit altered is refused and takes
+    /// nothing, on the admitting thread and on another; the genuine permit
+    /// is then recorded once. A permit of another bank is refused by this
+    /// one and still recorded by its own.
     #[test]
-    fn c13_a_permit_with_any_field_altered_is_refused() {
-        let mut bank = std::ptr::null_mut();
-        let s = bb_bank_from_yaml(
-            PROFILE.as_ptr().cast(),
-            PROFILE.len(),
-            true.into(),
-            &mut bank,
-        );
-        assert_eq!(s, bb_status::BB_OK);
-        // SAFETY: bb_decision is repr(C) of integers, bools and u32-repr
-        // enums whose 0 is a valid variant; all-zero is a valid value.
-        let mut d: bb_decision = unsafe { std::mem::zeroed() };
-        assert_eq!(
-            bb_admit(bank, 0, std::ptr::null(), 0, 0, &mut d),
-            bb_status::BB_OK
-        );
-        assert!(d.admitted);
-        let p = d.permit;
-        let success = bb_outcome::BB_OUTCOME_SUCCESS.into();
-        let mut altered = Vec::new();
-        for bit in 0..64 {
-            let b64 = 1u64 << bit;
-            let b32 = 1u32 << (bit % 32);
-            altered.push(bb_permit {
-                ticket: p.ticket ^ b64,
-                ..p
-            });
-            altered.push(bb_permit {
-                started_ns: p.started_ns ^ b64,
-                ..p
-            });
-            altered.push(bb_permit {
-                generation: p.generation ^ b64,
-                ..p
-            });
-            altered.push(bb_permit {
-                check: p.check ^ b64,
-                ..p
-            });
-            altered.push(bb_permit {
-                bank: p.bank ^ b32,
-                ..p
-            });
-            altered.push(bb_permit {
-                ledger: p.ledger ^ b32,
-                ..p
-            });
-            altered.push(bb_permit {
-                dependency: p.dependency ^ b32,
-                ..p
-            });
-            altered.push(bb_permit {
-                slot: p.slot ^ b32,
-                ..p
-            });
-        }
-        altered.push(bb_permit {
-            probe: (!p.probe.get()).into(),
-            ..p
-        });
-        for a in altered {
+    fn c13_a_permit_with_any_bit_altered_is_refused() {
+        let new_bank = || {
+            let mut bank = std::ptr::null_mut();
+            let s = bb_bank_from_yaml(
+                PROFILE.as_ptr().cast(),
+                PROFILE.len(),
+                true.into(),
+                &mut bank,
+            );
+            assert_eq!(s, bb_status::BB_OK);
+            bank
+        };
+        let (bank, other) = (new_bank(), new_bank());
+        let admit = |bank| {
+            // SAFETY: bb_decision is repr(C) of integers, bools and
+            // u32-repr enums whose 0 is a valid variant; all-zero is valid.
+            let mut d: bb_decision = unsafe { std::mem::zeroed() };
             assert_eq!(
-                bb_record(bank, a, success),
+                bb_admit(bank, 0, std::ptr::null(), 0, 0, &mut d),
+                bb_status::BB_OK
+            );
+            assert!(d.admitted);
+            d.permit
+        };
+        let p = admit(bank);
+        let success = bb_outcome::BB_OUTCOME_SUCCESS.into();
+        let failure = bb_outcome::BB_OUTCOME_FAILURE.into();
+        let mut altered = Vec::new();
+        for word in 0..2 {
+            for bit in 0..64 {
+                let mut a = p;
+                a.opaque[word] ^= 1 << bit;
+                altered.push(a);
+            }
+        }
+        let refused = |a: bb_permit, outcome| {
+            assert_eq!(
+                bb_record(bank, a, outcome),
                 bb_status::BB_ERR_INVALID_ARGUMENT,
                 "{a:?}"
             );
+        };
+        for &a in &altered {
+            refused(a, success);
+            refused(a, failure);
         }
-        assert_eq!(bb_record(bank, p, success), bb_status::BB_OK);
+        let bank_addr = bank as usize;
+        std::thread::spawn(move || {
+            for a in altered {
+                let s = bb_record(bank_addr as *const bb_bank, a, failure);
+                assert_eq!(s, bb_status::BB_ERR_INVALID_ARGUMENT, "{a:?}");
+            }
+        })
+        .join()
+        .unwrap();
         assert_eq!(
-            bb_record(bank, p, success),
+            bb_record(other, p, failure),
             bb_status::BB_ERR_INVALID_ARGUMENT
         );
+        let theirs = admit(other);
+        refused(theirs, failure);
+        assert_eq!(bb_record(other, theirs, success), bb_status::BB_OK);
+        assert_eq!(bb_record(bank, p, success), bb_status::BB_OK);
+        refused(p, success);
+        refused(p, failure);
         assert_eq!(bb_bank_free(bank), bb_status::BB_OK);
+        assert_eq!(bb_bank_free(other), bb_status::BB_OK);
     }
 }

@@ -40,14 +40,25 @@ pub use error::bb_last_error;
 pub use listener::{bb_event, bb_event_kind, bb_listener_fn};
 pub use types::*;
 
-/// Issues and redeems one permit ticket: the exactly-once ledger's cost
-/// alone, for `benches/ffi.rs`. Not part of the C ABI.
+/// Issues one permit into the calling thread's ledger and takes it back
+/// from there: the exactly-once ledger's cost alone, for
+/// `benches/ffi.rs`. Not part of the C ABI.
 #[cfg(feature = "bench-internals")]
 #[doc(hidden)]
 #[inline(never)]
 pub fn __bench_ticket_roundtrip() -> bool {
-    let (ledger, seq) = ledger::issue();
-    ledger::redeem(ledger, seq)
+    let what = ledger::Issued {
+        bank: 1,
+        ..ledger::Issued::default()
+    };
+    let [ticket, place] = ledger::issue(&what);
+    match ledger::place([ticket, place]) {
+        Some(ledger::Place::Entry(l, at)) => {
+            l.peek(at, ticket).is_some_and(|i| i.bank == 1) && l.take(at, ticket)
+        }
+        Some(ledger::Place::Spill) => ledger::take_spilled(ticket, 1).is_some(),
+        None => false,
+    }
 }
 
 /// The Rust [`breakerbank::Bank`] inside a `bb_bank`, so that
@@ -70,21 +81,27 @@ pub unsafe fn __bench_bank<'a>(bank: *const bb_bank) -> &'a breakerbank::Bank {
 /// `tests/loom_models/c13_ledger.rs`). Under `--cfg loom` only; not part
 /// of the C ABI.
 ///
-/// The code run is the crate's own: issue, the compare-exchange redeem and
-/// the quiet redeem of `ledger.rs`, and `bb_record`'s choice between them
-/// (`record_checked`). Only what finds a ticket's ledger by id and the
-/// thread's own ledger (the process-wide statics and thread-locals) is left
-/// out: here the caller names the ledger, and says whether the recording
-/// thread owns it.
+/// The code run is the crate's own: issue, peek, the compare-exchange take
+/// and the quiet redeem of `ledger.rs`, and `bb_record`'s choice between
+/// them (`record_entry`). Only what finds a permit's ledger by id and the
+/// thread's own ledger (the process-wide statics and thread-locals) is
+/// left out: here the caller names the ledger, and says whether the
+/// recording thread owns it. Under loom a ledger's tickets are its
+/// sequence numbers, so a model can name the one it expects.
 #[cfg(loom)]
 #[doc(hidden)]
 pub mod __loom {
+    use crate::boundary::Fail;
+    use crate::ledger::Issued;
     use crate::types::{bb_permit, bb_status};
-    use breakerbank::{Dependency, Outcome};
+    use breakerbank::{Dependency, Outcome, RawPermit};
 
-    /// One thread's ticket ledger (`ledger.rs`), its atomics loom's, with
-    /// `ENTRIES` = 4 slots.
-    pub struct Ledger(crate::ledger::Ledger);
+    /// The bank serial the models' permits carry.
+    const BANK: u32 = 1;
+
+    /// One thread's ledger (`ledger.rs`), its atomics loom's, with
+    /// `ENTRIES` = 4 entries.
+    pub struct Ledger(Box<crate::ledger::Ledger>);
 
     impl std::fmt::Debug for Ledger {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,33 +116,61 @@ pub mod __loom {
     }
 
     impl Ledger {
-        /// Slots per ledger under loom.
+        /// Entries per ledger under loom.
         pub const ENTRIES: u64 = crate::ledger::ENTRIES as u64;
 
-        /// A ledger with no ticket issued; inside a loom execution.
+        /// A ledger with no permit issued; inside a loom execution.
         pub fn new() -> Self {
-            Self(crate::ledger::Ledger::new())
+            Self(crate::ledger::Ledger::boxed())
         }
 
-        /// `bb_admit`'s issue on this ledger, by its owner: the ticket, or
-        /// `None` where `bb_admit` would spill.
+        /// `bb_admit`'s issue of `raw` (a permit of dependency 0) on this
+        /// ledger, by its owner: the C permit, or `None` where `bb_admit`
+        /// would spill.
+        pub fn issue_permit(&self, raw: RawPermit) -> Option<bb_permit> {
+            let what = Issued {
+                bank: BANK,
+                dependency: 0,
+                slot: raw.slot(),
+                probe: raw.is_probe(),
+                generation: raw.generation(),
+                started_ns: raw.started_ns(),
+            };
+            let (at, ticket) = self.0.issue(&what)?;
+            Some(bb_permit {
+                opaque: crate::ledger::words(0, at, ticket),
+            })
+        }
+
+        /// An issue alone (fields of no call), by the owner: the ticket
+        /// (its sequence number under loom), or `None` where `bb_admit`
+        /// would spill.
         pub fn issue(&self) -> Option<u64> {
-            self.0.issue()
+            let what = Issued {
+                bank: BANK,
+                ..Issued::default()
+            };
+            self.0.issue(&what).map(|(_, ticket)| ticket)
         }
 
-        /// The compare-exchange redeem, from any thread.
+        /// The compare-exchange take of ticket `seq`, from any thread.
         pub fn redeem(&self, seq: u64) -> bool {
-            self.0.redeem(seq)
+            let at = (seq % Self::ENTRIES) as u32;
+            self.0.peek(at, seq).is_some() && self.0.take(at, seq)
         }
 
-        /// The owner's quiet redeem (load and store).
+        /// The owner's quiet redeem of ticket `seq` (peek and store).
         pub fn redeem_quiet(&self, seq: u64) -> bool {
-            self.0.redeem_quiet(seq)
+            let at = (seq % Self::ENTRIES) as u32;
+            let held = self.0.peek(at, seq).is_some();
+            if held {
+                self.0.redeem_quiet(at);
+            }
+            held
         }
     }
 
-    /// `bb_record` of `permit`, after its bank and check word are verified,
-    /// on dependency `d`: its ticket is `permit.ticket` of `ledger`, and
+    /// `bb_record` of `permit` on dependency `d`, a permit of `ledger`;
     /// `owner` says whether the calling thread is the ledger's owner (as
     /// `bb_record` finds by the ledger id). The status `bb_record` returns.
     pub fn record(
@@ -135,8 +180,17 @@ pub mod __loom {
         ledger: &Ledger,
         owner: bool,
     ) -> bb_status {
-        let mine = owner.then_some(&ledger.0);
-        match crate::bank::record_checked(d, permit, outcome, mine, |_, seq| ledger.0.redeem(seq)) {
+        let [ticket, place] = permit.opaque;
+        let found = |_| Ok::<_, Fail>(d);
+        match crate::bank::record_entry(
+            BANK,
+            found,
+            &ledger.0,
+            (place >> 32) as u32,
+            ticket,
+            outcome,
+            owner,
+        ) {
             Ok(()) => bb_status::BB_OK,
             Err(fail) => fail.status(),
         }
@@ -189,7 +243,8 @@ mod tests {
     fn abi_layout_is_what_the_header_says() {
         assert_eq!(std::mem::size_of::<bb_status>(), 4);
         assert_eq!(std::mem::size_of::<bb_breaker_state>(), 4);
-        assert_eq!(std::mem::size_of::<bb_permit>(), 56);
+        assert_eq!(std::mem::size_of::<bb_permit>(), 16);
+        assert_eq!(std::mem::size_of::<bb_decision>(), 40);
         assert_eq!(bb_status::BB_OK as u32, 0);
         assert_eq!(bb_status::BB_ERR_PANIC as u32, 7);
         assert_eq!(bb_reason::BB_REASON_DEADLINE_EXPIRED as u32, 4);

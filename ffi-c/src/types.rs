@@ -4,6 +4,7 @@
 //! new values at the end.
 
 use breakerbank::{FallbackKind, Outcome, RejectReason, State};
+use std::ffi::c_void;
 
 /// The result of every function. `BB_OK` is 0; on any other value the
 /// calling thread's message is available from `bb_last_error`.
@@ -162,7 +163,7 @@ impl From<bb_outcome> for bb_outcome_raw {
 /// How a `bool` crosses from C into Rust: C stores one byte, a binding in
 /// another language may store any byte there, and a Rust `bool` holding
 /// anything but 0 or 1 is undefined behaviour. So what C writes and Rust
-/// reads (`bb_permit.probe`, `bb_bank_from_yaml`'s `manual_clock`) is this
+/// reads (`bb_bank_from_yaml`'s `manual_clock`) is this
 /// byte, spelled `bool` in the header (cbindgen.toml renames it and does not
 /// emit it); breakerbank itself writes only 0 and 1.
 #[repr(transparent)]
@@ -184,47 +185,33 @@ impl From<bool> for bb_bool_raw {
     }
 }
 
-/// An admitted call's ticket, handed back to `bb_record` exactly once.
+/// An admitted call's permit, handed back to `bb_record` exactly once.
 ///
-/// A plain value: copy it freely, nothing to free. Its fields are for
-/// breakerbank; callers only read `probe`. Recording the same permit twice
-/// (or a copy of it) is `BB_ERR_INVALID_ARGUMENT` and changes nothing (or,
-/// in the race `bb_record` describes, a no-op): the `ticket` is redeemed
-/// once. A permit that is never recorded keeps a probe
-/// slot of a half-open breaker taken: give up with `BB_OUTCOME_CANCELLED`.
-/// A permit must be recorded on the bank that issued it.
+/// 16 opaque bytes: no field is API, and nothing to allocate or free.
+/// Everything `bb_record` needs stays in the bank, so the permit only
+/// names it: a copy recorded again, a permit with any byte altered, one
+/// made up, or one another bank issued, is `BB_ERR_INVALID_ARGUMENT` and
+/// changes nothing (or, in the race `bb_record` describes, a no-op). A
+/// permit that is never recorded keeps a probe slot of a half-open
+/// breaker taken until the dependency's `probe_timeout`: give up with
+/// `BB_OUTCOME_CANCELLED`. Whether the call is a probe is
+/// `bb_decision.probe`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct bb_permit {
-    /// Redeemed once by `bb_record` (0: not a permit).
-    pub ticket: u64,
-    /// When the call was admitted, ns on the bank's clock.
-    pub started_ns: u64,
-    /// The issuing bank.
-    pub bank: u32,
-    /// Where `ticket` is kept.
-    pub ledger: u32,
-    /// The dependency id (as from `bb_dependency_id`).
-    pub dependency: u32,
-    /// The partition's slot in the dependency (core detail).
-    pub slot: u32,
-    /// The breaker generation at admission (C13: older ones are late records).
-    pub generation: u64,
-    /// Whether this call holds a half-open probe slot (C7).
-    pub probe: bb_bool_raw,
-    /// A keyed hash of every other field, made by the issuing bank with a
-    /// key of its own: a permit whose fields were altered, or that this
-    /// bank did not issue, fails it (C13).
-    pub check: u64,
+    /// breakerbank's; all zero in a decision that admitted nothing.
+    pub opaque: [u64; 2],
 }
 
-/// The answer of `bb_admit`.
+/// The answer of `bb_admit` (and of `bb_call`).
 ///
-/// Admitted: `admitted` is true, `permit` must be recorded once with
-/// `bb_record`, `reason` is `BB_REASON_NONE` and `fallback` is
-/// `BB_FALLBACK_NONE`. Not admitted: `reason` says why and `fallback` is the
-/// dependency's declared fallback to take instead (none for
-/// `BB_REASON_DEADLINE_EXPIRED`); `permit` is all zero.
+/// Admitted: `admitted` is true, `probe` says whether the call is a
+/// half-open probe (C7), `permit` must be recorded once with `bb_record`
+/// (`bb_call` records it itself and leaves `permit` all zero), `reason` is
+/// `BB_REASON_NONE` and `fallback` is `BB_FALLBACK_NONE`. Not admitted:
+/// `reason` says why and `fallback` is the dependency's declared fallback
+/// to take instead (none for `BB_REASON_DEADLINE_EXPIRED`); `permit` is all
+/// zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct bb_decision {
@@ -239,9 +226,22 @@ pub struct bb_decision {
     /// For `BB_REASON_OPEN`: ns until the breaker next admits a probe;
     /// 0 otherwise (and for "now").
     pub retry_after_ns: u64,
-    /// The permit to record (admitted only).
+    /// The permit to record (`bb_admit`, admitted only).
     pub permit: bb_permit,
 }
+
+/// The caller's function that `bb_call` runs once admitted, on the
+/// calling thread: `ctx` is `bb_call`'s, `probe` says whether the call is
+/// a half-open probe. It returns the call's outcome; a value outside
+/// `bb_outcome` is recorded as `BB_OUTCOME_CANCELLED` and `bb_call`
+/// returns `BB_ERR_INVALID_ARGUMENT`.
+///
+/// It must return normally: it must not unwind (a C++ exception, a Rust
+/// panic) or `longjmp` out of `bb_call` (breakerbank's frames would be
+/// skipped: undefined behaviour, and the call never recorded). It may call
+/// any `bb_*` function, `bb_call` included, except `bb_bank_free` on the
+/// bank it runs under.
+pub type bb_call_fn = Option<unsafe extern "C" fn(ctx: *mut c_void, probe: bool) -> bb_outcome_raw>;
 
 /// One breaker as `bb_inspect` read it (C18): every field from one load of
 /// its state word, the open-until and counters beside it. A plain value

@@ -112,19 +112,18 @@ enum OutcomeSel {
     Raw(u32),
 }
 
+/// A change to one of a permit's two opaque words (`[ticket, place]`).
 #[derive(Arbitrary, Debug, Clone, Copy)]
 enum Change {
     Ticket(u64),
     TicketDelta(i8),
-    StartedNs(u64),
-    Bank(u32),
+    Place(u64),
+    /// The next or previous entries of the same ledger.
+    EntryDelta(i8),
+    /// Another ledger, the same entry.
     Ledger(u32),
-    Dependency(u32),
-    Slot(u32),
-    SlotDelta(i8),
-    Generation(u32),
-    GenerationDelta(i8),
-    FlipProbe,
+    /// One bit of either word.
+    FlipBit(u8),
 }
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -133,20 +132,14 @@ enum PermitSel {
     Genuine(u8),
     /// A copy of a permit already recorded.
     Again(u8),
-    /// A held or recorded permit with fields changed.
+    /// A held or recorded permit with its words changed.
     Altered(u8, Vec<Change>),
-    /// Fields made up.
+    /// Words made up: a ticket, and the place of a held or recorded
+    /// permit (a live ledger) or any.
     MadeUp {
         ticket: u64,
-        started_ns: u64,
-        bank_of_main: bool,
-        bank: u32,
-        ledger: u32,
-        dependency: u32,
-        slot: u32,
-        generation: u32,
-        /// Any byte: C's `bool`, as another language may write it.
-        probe: u8,
+        place_of_pool: Option<u8>,
+        place: u64,
     },
 }
 
@@ -347,6 +340,9 @@ impl<T> OutSlot<T> {
 struct Issued {
     permit: bb_permit,
     bank: usize,
+    /// The dependency id and probe flag of the decision.
+    dep: u32,
+    probe: bool,
     part: String,
     /// Another form of this permit was accepted (a C13 breach): its
     /// ticket is spent, though the call it stands for is still in flight.
@@ -477,54 +473,39 @@ impl Harness {
             }
             PermitSel::Altered(i, changes) => {
                 let mut p = pool(*i).map_or(bb_permit::default(), |x| x.permit);
+                let [ticket, place] = &mut p.opaque;
                 for c in changes.iter().take(8) {
                     match *c {
-                        Change::Ticket(t) => p.ticket = t,
-                        Change::TicketDelta(d) => p.ticket = p.ticket.wrapping_add_signed(d.into()),
-                        Change::StartedNs(t) => p.started_ns = t,
-                        Change::Bank(b) => p.bank = b,
-                        Change::Ledger(l) => p.ledger = l,
-                        Change::Dependency(d) => p.dependency = d % (self.ndeps + 2),
-                        Change::Slot(s) => p.slot = s,
-                        Change::SlotDelta(d) => p.slot = p.slot.wrapping_add_signed(d.into()),
-                        Change::Generation(g) => p.generation = u64::from(g),
-                        Change::GenerationDelta(d) => {
-                            p.generation = p.generation.wrapping_add_signed(d.into())
+                        Change::Ticket(t) => *ticket = t,
+                        Change::TicketDelta(d) => *ticket = ticket.wrapping_add_signed(d.into()),
+                        Change::Place(w) => *place = w,
+                        Change::EntryDelta(d) => {
+                            *place = place.wrapping_add_signed(i64::from(d) << 32)
                         }
-                        Change::FlipProbe => p.probe = bb_bool_raw(p.probe.0 ^ 1),
+                        Change::Ledger(l) => *place = (*place & !0xFFFF_FFFF) | u64::from(l),
+                        Change::FlipBit(b) => {
+                            let w = if b & 64 == 0 {
+                                &mut *ticket
+                            } else {
+                                &mut *place
+                            };
+                            *w ^= 1 << (b % 64);
+                        }
                     }
                 }
                 p
             }
             PermitSel::MadeUp {
                 ticket,
-                started_ns,
-                bank_of_main,
-                bank,
-                ledger,
-                dependency,
-                slot,
-                generation,
-                probe,
+                place_of_pool,
+                place,
             } => bb_permit {
-                ticket: *ticket,
-                started_ns: *started_ns,
-                bank: if *bank_of_main {
-                    self.held
-                        .first()
-                        .or(self.done.first())
-                        .map_or(*bank, |x| x.permit.bank)
-                } else {
-                    *bank
-                },
-                ledger: *ledger,
-                dependency: *dependency % (self.ndeps + 2),
-                slot: *slot,
-                generation: u64::from(*generation),
-                probe: bb_bool_raw(*probe),
-                // A made-up permit's check word: whatever the input gave
-                // (the bank's key is not the caller's to know).
-                check: (*ticket).rotate_left(17) ^ *started_ns,
+                opaque: [
+                    *ticket,
+                    place_of_pool
+                        .and_then(pool)
+                        .map_or(*place, |x| x.permit.opaque[1]),
+                ],
             },
             _ => bb_permit::default(),
         };
@@ -861,7 +842,6 @@ impl Harness {
         if !d.admitted {
             return;
         }
-        assert_eq!(d.probe, d.permit.probe.get());
         let rust = self.rust(bi);
         let dep_ref = rust.dependency_by_id(dep).expect("admitted on a known id");
         let t = s.decoded.as_ref().ok().and_then(|o| o.as_deref());
@@ -873,12 +853,7 @@ impl Harness {
             let held = self
                 .held
                 .iter()
-                .filter(|x| {
-                    x.bank == bi
-                        && x.permit.dependency == dep
-                        && x.part == part
-                        && x.permit.probe.get()
-                })
+                .filter(|x| x.bank == bi && x.dep == dep && x.part == part && x.probe)
                 .count();
             assert!(
                 held < budget,
@@ -889,6 +864,8 @@ impl Harness {
         self.held.push(Issued {
             permit: d.permit,
             bank: bi,
+            dep,
+            probe: d.probe,
             part,
             spent: false,
         });
@@ -909,9 +886,6 @@ impl Harness {
         let mut errors = Vec::new();
         if b.is_null() || raw > 2 {
             errors.push(BB_ERR_INVALID_ARGUMENT);
-        }
-        if p.dependency >= self.ndeps {
-            errors.push(BB_ERR_UNKNOWN_DEPENDENCY);
         }
         let genuine = held.filter(|&i| Some(self.held[i].bank) == bi);
         match genuine {
@@ -935,8 +909,7 @@ impl Harness {
                         self.held.iter().map(|x| x.permit).collect::<Vec<_>>()
                     ));
                     for x in &mut self.held {
-                        let q = x.permit;
-                        if (q.bank, q.ledger, q.ticket) == (p.bank, p.ledger, p.ticket) {
+                        if x.permit == p {
                             x.spent = true;
                         }
                     }

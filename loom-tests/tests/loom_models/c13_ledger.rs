@@ -1,16 +1,18 @@
 //! C13, C7: the C ABI's permit ledger redeems every `bb_permit` once,
 //! however many copies of it are recorded and on which threads.
 //!
-//! A C permit is a plain value; `bb_record` makes it count once through
-//! the ticket `bb_admit` issued into the admitting thread's ledger
-//! (`ffi-c/src/ledger.rs`). These models drive that code, through
-//! `breakerbank_ffi::__loom`: the ledger's issue, compare-exchange redeem
-//! and quiet redeem, and `bb_record`'s choice between the two
-//! (`record_checked`: the quiet redeem for the owner's record that changes
-//! nothing, else the compare-exchange, then `record_raw` on the real
-//! core). Under loom a ledger has 4 slots. Not modelled: how `bb_record`
-//! finds a ticket's ledger by id and the thread's own (a static table and
-//! thread-locals, std's), the spill set (a mutex), and the check word.
+//! A C permit is a plain 16-byte value naming a ledger entry; `bb_record`
+//! makes it count once through the ticket and fields `bb_admit` wrote into
+//! that entry of the admitting thread's ledger (`ffi-c/src/ledger.rs`).
+//! These models drive that code, through `breakerbank_ffi::__loom`: the
+//! ledger's issue, peek, compare-exchange take and quiet redeem, and
+//! `bb_record`'s choice between the two (`record_entry`: the quiet redeem
+//! for the owner's record that changes nothing, else the compare-exchange,
+//! then `record_raw` on the real core, of the fields the entry holds).
+//! Under loom a ledger has 4 entries and its tickets are its sequence
+//! numbers. Not modelled: how `bb_record` finds a permit's ledger by id
+//! and the thread's own (a static table and thread-locals, std's), and
+//! the spill map (a mutex).
 
 use crate::support::{explore, profile, Scope, World};
 use breakerbank::{Decision, Outcome};
@@ -29,14 +31,7 @@ fn admitted(w: &World, ledger: &Ledger) -> bb_permit {
         Decision::Admitted(p) => p.into_raw(),
         Decision::Rejected(r) => panic!("setup: closed breaker refused: {:?}", r.reason),
     };
-    bb_permit {
-        ticket: ledger.issue().expect("setup: a free slot"),
-        started_ns: raw.started_ns(),
-        slot: raw.slot(),
-        generation: raw.generation(),
-        probe: raw.is_probe().into(),
-        ..bb_permit::default()
-    }
+    ledger.issue_permit(raw).expect("setup: a free entry")
 }
 
 /// The failures the breaker counted: the total, and the consecutive ones
@@ -53,11 +48,11 @@ fn failures(w: &World) -> (u64, u32) {
 fn assert_spent(w: &World, ledger: &Ledger, permit: &bb_permit) {
     let before = failures(w);
     assert!(
-        !ledger.redeem(permit.ticket),
+        !ledger.redeem(permit.opaque[0]),
         "C13: a spent ticket redeemed"
     );
     assert!(
-        !ledger.redeem_quiet(permit.ticket),
+        !ledger.redeem_quiet(permit.opaque[0]),
         "C13: a spent ticket redeemed quietly"
     );
     for (outcome, owner) in [
