@@ -11,7 +11,10 @@
 #define SEC 1000000000ull
 #define MIN (60ull * SEC)
 
+/* Closed partitions get series too (metrics.partitions: all): the tests
+   read their counters by name. */
 static const char PROFILE[] =
+    "metrics: {partitions: all}\n"
     "dependencies:\n"
     "  payments_client:\n"
     "    isolation: tenant\n"
@@ -37,6 +40,7 @@ static const char PROFILE[] =
     "    recovery_bound: 1m\n";
 
 static const char SMALL_PROFILE[] =
+    "metrics: {partitions: all}\n"
     "dependencies:\n"
     "  ledger_client:\n"
     "    isolation: tenant\n"

@@ -9,7 +9,10 @@
 #define MS 1000000ull
 #define SEC 1000000000ull
 
+/* Closed partitions get series too (metrics.partitions: all): the tests
+   read their counters by name. */
 static const char PROFILE[] =
+    "metrics: {partitions: all}\n"
     "dependencies:\n"
     "  payments_client:\n"
     "    isolation: tenant\n"
