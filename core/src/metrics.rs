@@ -174,7 +174,9 @@ const FLOOD_KINDS: usize = 4;
 /// with a plain load and store on a line no other thread writes, so a
 /// success stays free of read-modify-writes and of shared lines.
 pub(crate) struct Successes {
-    stripes: Box<[CachePadded<AtomicU64>]>,
+    /// Sized by the type, so the index's check against `MAX` is the
+    /// bounds check.
+    stripes: Box<[CachePadded<AtomicU64>; thread_index::MAX]>,
     /// Threads without an index count here.
     shared: AtomicU64,
 }
@@ -182,9 +184,7 @@ pub(crate) struct Successes {
 impl Successes {
     pub(crate) fn new() -> Self {
         Self {
-            stripes: (0..thread_index::MAX)
-                .map(|_| CachePadded::new(AtomicU64::new(0)))
-                .collect(),
+            stripes: Box::new(std::array::from_fn(|_| CachePadded::new(AtomicU64::new(0)))),
             shared: AtomicU64::new(0),
         }
     }
@@ -192,20 +192,27 @@ impl Successes {
     /// Counts one success.
     #[inline(always)]
     pub(crate) fn count(&self) {
-        match thread_index::get().and_then(|i| self.stripes.get(i)) {
-            Some(c) => {
-                // This thread is the stripe's only writer (see
-                // `thread_index`): a load and a store count exactly.
-                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            }
-            None => self.count_shared(),
+        match self.stripes.get(thread_index::cached()) {
+            Some(c) => Self::count_in(c),
+            None => self.count_first(),
         }
     }
 
+    #[inline(always)]
+    fn count_in(c: &AtomicU64) {
+        // This thread is the stripe's only writer (see `thread_index`):
+        // a load and a store count exactly.
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// A thread's first count, or one of a thread without an index.
     #[cold]
     #[inline(never)]
-    fn count_shared(&self) {
-        bump(&self.shared);
+    fn count_first(&self) {
+        match self.stripes.get(thread_index::cached_first()) {
+            Some(c) => Self::count_in(c),
+            None => bump(&self.shared),
+        }
     }
 
     /// Successes so far, every stripe included.

@@ -100,10 +100,45 @@ pub(crate) mod thread_index {
 
     impl Drop for Held {
         fn drop(&mut self) {
+            // The cache first: a count made while the thread's locals are
+            // torn down then takes the shared way, never a stripe whose
+            // index another thread may hold by now.
+            let _ = CACHED.try_with(|c| c.set(NONE));
             if let Ok(mut p) = POOL.lock() {
                 p.free.push(self.0);
             }
         }
+    }
+
+    // `get`'s answer cached where one load reads it: the index, `MAX`
+    // for a thread holding none, `UNSET` before the first `cached`. A
+    // `const` local without `Drop`: reading it needs no check of its
+    // initialisation or teardown, unlike `MINE`.
+    thread_local!(static CACHED: std::cell::Cell<usize> = const { std::cell::Cell::new(UNSET) });
+    const UNSET: usize = usize::MAX;
+    const NONE: usize = MAX;
+
+    /// This thread's index if it holds one and has asked before (by
+    /// [`cached_first`]), else a number of [`MAX`] or more: one
+    /// thread-local load, for the hottest counts, which compare it with
+    /// `MAX`, index with it, and call [`cached_first`] on the cold side.
+    #[inline(always)]
+    pub(crate) fn cached() -> usize {
+        CACHED.with(std::cell::Cell::get)
+    }
+
+    /// This thread's index if it holds one, else a number of [`MAX`] or
+    /// more, cached for [`cached`] from now on.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cached_first() -> usize {
+        let c = CACHED.with(std::cell::Cell::get);
+        if c != UNSET {
+            return c;
+        }
+        let c = get().unwrap_or(NONE);
+        CACHED.with(|cell| cell.set(c));
+        c
     }
 
     fn take() -> Option<Held> {

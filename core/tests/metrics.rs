@@ -344,3 +344,23 @@ fn c14_call_durations_are_a_histogram_where_calls_are_timed() {
     assert!(totals(&m, "payments_client").call_durations.is_none());
     assert!(!text.contains("call_duration_seconds_bucket{dependency=\"payments_client\""));
 }
+
+#[test]
+fn c14_successes_from_more_threads_than_stripes_are_all_counted() {
+    let (bank, _clock) = tenants(10, "");
+    let mail = bank.dependency("email_client").unwrap();
+    // Two waves, so the second reuses the indices the first gave back.
+    for _ in 0..2 {
+        std::thread::scope(|s| {
+            for _ in 0..24 {
+                s.spawn(|| {
+                    for _ in 0..1_000 {
+                        admitted(mail.admit(None, None).unwrap()).record(Outcome::Success);
+                    }
+                });
+            }
+        });
+    }
+    let m = bank.metrics();
+    assert_eq!(totals(&m, "email_client").calls.success, 48_000);
+}
