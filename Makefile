@@ -4,7 +4,8 @@
 #
 # Pieces live in mk/*.mk: ffi.mk (C ABI), py.mk (Python), loom.mk, bench.mk,
 # fuzz.mk (cargo-fuzz targets), soak.mk, mutants.mk (cargo-mutants), deploy.mk
-# (Prometheus rules and their promtool tests).
+# (Prometheus rules and their promtool tests), docs.mk (the documentation
+# site, its code blocks run, and the wheel).
 
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
@@ -27,13 +28,15 @@ include mk/soak.mk
 include mk/mutants.mk
 include mk/deploy.mk
 include mk/install.mk
+include mk/docs.mk
 
 # Everything: formatting and lints, Rust tests (unit, integration, model,
 # stress, doc, header staleness), a short loom run, the C tests plain and
 # under sanitizers, the Prometheus rules (promtool check and unit tests), the
-# Python stubs check and pytest, and each fuzz target for 20 s (skipped with a
+# Python stubs check and pytest, the docs site with its code blocks run,
+# the wheel installed without Rust, and each fuzz target for 20 s (skipped with a
 # message where there is no nightly toolchain).
-test: lint rust-test loom ffi-test install-test prom-test py-test fuzz-short
+test: lint rust-test loom ffi-test install-test prom-test py-test docs-test wheel-test fuzz-short
 	@echo "make test: all suites passed"
 
 lint:

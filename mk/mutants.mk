@@ -7,7 +7,7 @@
 # How each mutant is built and tested (the `mutants` profile, the crate's
 # unit and integration tests) and the mutants known to be equivalent, each
 # with its reason, are in .cargo/mutants.toml; the scores are in
-# docs/mutation-testing.md. The soak runs for 2 s per mutant (too short for
+# docs/design/mutation-testing.md. The soak runs for 2 s per mutant (too short for
 # its heap check, which judges runs of about 6 s or more). Results go
 # to $(MUTANTS_OUT)/mutants.out (caught.txt, missed.txt, timeout.txt).
 

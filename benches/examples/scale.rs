@@ -26,7 +26,7 @@
 //! `id_floor` line is that loop alone. Formatting an id takes
 //! register-writing instructions, and at 1M tenants how many calls overlap
 //! their misses is bounded by the physical registers the loop's
-//! instructions hold (`docs/tenant-table.md`): so `listed` reads each
+//! instructions hold (`docs/design/tenant-table.md`): so `listed` reads each
 //! call's id from one buffer made beforehand, in calling order, as a
 //! service has its requests' ids in memory already; the
 //! second `id_floor` figure is that loop alone. One more row repeats

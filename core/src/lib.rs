@@ -126,3 +126,19 @@ pub use state::word::MAX_COUNT;
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The user guide's Rust examples, compiled and run as doc tests (`make
+/// docs-test` checks that every page with a `rust` block is here).
+#[cfg(doctest)]
+pub mod user_docs {
+    #[doc = include_str!("../../docs/guide/dependencies.md")]
+    pub struct Dependencies;
+    #[doc = include_str!("../../docs/guide/fallbacks.md")]
+    pub struct Fallbacks;
+    #[doc = include_str!("../../docs/guide/probe-cycle.md")]
+    pub struct ProbeCycle;
+    #[doc = include_str!("../../docs/guide/deadlines.md")]
+    pub struct Deadlines;
+    #[doc = include_str!("../../docs/guide/rust.md")]
+    pub struct Rust;
+}

@@ -47,7 +47,7 @@
 //! The loom models `c13_ledger_*` (`loom-tests/tests/loom_models/c13_ledger.rs`)
 //! check the issue, the compare-exchange and the quiet redeem on one
 //! [`Ledger`] of 4 entries, with `bb_record`'s choice between the redeems
-//! (`record_entry`) on the real core; `docs/loom-models.md` says what they
+//! (`record_entry`) on the real core; `docs/design/loom-models.md` says what they
 //! leave out (the spill and the recycling among it).
 
 // The atomics here come from std directly (clippy.toml steers only the

@@ -33,7 +33,7 @@
 //! The models, by clause, with their preemption bound under `make loom`
 //! (`LOOM_MAX_PREEMPTIONS=2`; 1 where `support::explore_bounded` caps a
 //! model, which `make loom-uncapped` lifts). What each proves is in its
-//! doc comment and, side by side, in `docs/loom-models.md`, with what the
+//! doc comment and, side by side, in `docs/design/loom-models.md`, with what the
 //! models do not prove (freed memory, progress past loom's branch limit).
 //!
 //! | clause | model | bound |

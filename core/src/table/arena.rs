@@ -69,7 +69,7 @@ impl Arena {
     /// A large arena is asked for huge pages before its first touch: a
     /// lookup lands on a random line of it, and with 4 KiB pages a table
     /// past the TLB's reach (a few MiB) pays a page walk on nearly every
-    /// call, under a hypervisor a two-level one (docs/tenant-table.md).
+    /// call, under a hypervisor a two-level one (docs/design/tenant-table.md).
     /// The first touch must be a write: a page first read is mapped to the shared zero page, and
     /// the write after it splits that into 4 KiB pages. So the zeros are
     /// written here, as `alloc_zeroed` writes them for an alignment above

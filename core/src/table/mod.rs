@@ -376,7 +376,7 @@ impl Table {
     /// tenants, a tenant taking the first free slot of its first home,
     /// then of its second: in a full table about 88% of tenants sit in
     /// their first home, 9% in their second and 2.5% elsewhere, found
-    /// through the index (`docs/placement_sim.py`;
+    /// through the index (`docs/design/placement_sim.py`;
     /// `c9_most_tenants_sit_in_their_first_home` checks it here).
     #[inline(always)]
     fn homes(&self, hash: u64) -> [usize; 2] {

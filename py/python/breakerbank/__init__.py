@@ -9,7 +9,8 @@ core, and an explicit fallback whenever a call is not admitted.
 >>> bank = bb.Bank.from_yaml(PROFILE, clock=clock)       # doctest: +SKIP
 >>> bank["payments_client"].call(charge, order, tenant="acme")  # doctest: +SKIP
 
-The names here are a fixed public contract (API.md, Python section).
+The names here are a fixed public API; the user guide is the repository's
+``docs/guide/``, every profile field is in ``docs/reference/profile.md``.
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ fn c9_most_tenants_sit_in_their_first_home() {
     let t = Table::new(n, None);
     let ids: Vec<String> = (0..n).map(|i| format!("tenant-{i}")).collect();
     let (first, second, away) = placement(&t, &ids);
-    // docs/placement_sim.py: 88.2%, 9.4%, 2.4%.
+    // docs/design/placement_sim.py: 88.2%, 9.4%, 2.4%.
     assert!(
         first * 100 >= 85 * n as usize,
         "{first} of {n} in the first home"

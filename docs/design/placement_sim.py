@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How many tenants a hash-placed arena keeps at home (docs/tenant-table.md).
+"""How many tenants a hash-placed arena keeps at home (docs/design/tenant-table.md).
 
 Tenants are inserted one by one into a table of `max_tenants`; each has
 `homes` lines chosen by its hash, a line holds `per_line` slots, and the
@@ -8,7 +8,7 @@ arena has `slots_per_tenant` slots per tenant. Partitions never move
 slot, which is some later tenant's home. `first_fit`: the first home if
 it has room, else the second; otherwise the emptier of the homes.
 
-    python3 docs/placement_sim.py
+    python3 docs/design/placement_sim.py
 """
 
 import random
