@@ -24,7 +24,8 @@ unrun by accident:
 - rust: compiled and run as doc tests of the core (core/src/lib.rs includes
   each page that has one); this script checks that each such page is
   included.
-- text: shown, not run. Kept for output, diagrams and the few commands that
+- text (and rust,ignore: code that needs crates the core does not have):
+  shown, not run. Kept for output, diagrams and the few commands that
   cannot run here.
 """
 
@@ -88,6 +89,8 @@ def blocks(path: Path) -> list[Block]:
             i += 1
         i += 1
         tag = info.split(",")[0].split("{")[0].strip()
+        if info.replace(" ", "") in {"rust,ignore", "text,ignore"}:
+            tag = "text"  # rustdoc's own "not compiled": code for other crates
         out.append(Block(path, start, tag, "\n".join(body) + "\n"))
     return out
 
