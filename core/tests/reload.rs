@@ -802,7 +802,7 @@ fn c20_c9_partitions_kept_over_a_lower_max_tenants_make_way_once_closed() {
     assert!(live.len() <= 1, "max_tenants 1, table holds {live:?}");
 }
 
-/// C20 as CONTRACT.md words it: a dependency whose name and isolation are
+/// C20 as the behaviour reference words it: a dependency whose name and isolation are
 /// unchanged keeps every partition's state, and handles taken before keep
 /// working (only a removed dependency refuses with `UnknownDependency`).
 /// A reload that changes the failure-rate `window` (or the trip policy's

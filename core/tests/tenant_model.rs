@@ -579,7 +579,7 @@ impl<'a> Run<'a> {
         for (t, name) in self.tenants.iter().enumerate() {
             let want = match self.held.get(&t) {
                 Some(p) => p.b.state(now),
-                // API.md: an unseen or evicted tenant reads as a fresh
+                // An unseen or evicted tenant reads as a fresh
                 // partition (forced open after a dependency-wide force).
                 // C11: forced open one by one, still isolated.
                 None if self.starts_forced(t) => State::ForcedOpen,

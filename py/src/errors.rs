@@ -1,4 +1,4 @@
-//! The exception hierarchy of API.md and the one mapping from binding
+//! The exception hierarchy (docs/guide/python.md) and the one mapping from binding
 //! errors to Python exceptions.
 //!
 //! `BreakerError` is created with `create_exception!`; the subclasses need

@@ -2,7 +2,7 @@
 //!
 //! A thin translation layer over the Rust core: every breaker decision,
 //! every clock reading and every fallback choice is the core's. This crate
-//! converts arguments, maps errors to the exception hierarchy of API.md
+//! converts arguments, maps errors to the exception hierarchy
 //! (one `From<Error> for PyErr`), and hands Python objects to the core's
 //! stale cache. Pure-Python conveniences (the `guard` decorator, asyncio,
 //! the harness) live in `python/breakerbank/`.

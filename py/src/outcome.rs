@@ -4,7 +4,7 @@
 //! `classify=`, then its dependency's rule (`dep.classify(...)`, C17), then
 //! the default below.
 //!
-//! API.md: `asyncio.CancelledError` → cancelled; `TimeoutError` once the
+//! The rule (docs/guide/deadlines.md): `asyncio.CancelledError` → cancelled; `TimeoutError` once the
 //! call's deadline has passed on the bank's clock → cancelled;
 //! `KeyboardInterrupt` / `SystemExit` / `GeneratorExit` → cancelled; any
 //! other exception → failure. A call that returned is a success; the core

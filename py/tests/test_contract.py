@@ -1,4 +1,4 @@
-"""Every clause of CONTRACT.md, reached through the Python API only.
+"""Every clause (docs/reference/behaviour.md), reached through the Python API only.
 
 Each test names its clause (`c7_...`) and says `# C7`. Time is a ManualClock:
 nothing here sleeps on the clock; the garbage-collection tests poll the

@@ -1,4 +1,4 @@
-"""The harness: `python -m breakerbank check|simulate` (CONTRACT.md, Verification)."""
+"""The harness: `python -m breakerbank check|simulate` (docs/reference/behaviour.md, Verification)."""
 
 from __future__ import annotations
 

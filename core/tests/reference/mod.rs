@@ -1,6 +1,7 @@
 //! The reference breaker of the model tests: one partition's contract
-//! (C5–C8, C10, C11, C13, C14) as plain sequential code, written from
-//! CONTRACT.md rather than from the implementation. `tests/model.rs`
+//! (C5–C8, C10, C11, C13, C14) as plain sequential code, written from the
+//! behaviour reference (docs/reference/behaviour.md) rather than from the
+//! implementation. `tests/model.rs`
 //! drives one of these against a global dependency, `tests/tenant_model.rs`
 //! one per tenant partition plus one for `<overflow>`.
 //!
@@ -96,7 +97,7 @@ impl Seen {
     };
 }
 
-/// The counters of API.md that the contract fixes for one partition.
+/// The counters (docs/guide/metrics.md) the behaviour reference fixes for one partition.
 /// (`half_opened_total` and `closed_total` are left out: when an open →
 /// half-open transition is announced, and whether `reset` counts as a
 /// close, are the implementation's to choose within C14.)

@@ -6,7 +6,7 @@ the problems a live reload (C20) of a bank built from ``RUNNING`` would meet. ``
 real core on virtual time (a :class:`~breakerbank.ManualClock`) through a
 YAML scenario and reports, per dependency and partition, the time open,
 probe rejects, fallback use by kind and *false global trips* (partitions
-other than the faulted ones that changed state; CONTRACT.md "Verification").
+other than the faulted ones that changed state; docs/reference/behaviour.md, "Verification").
 
 This module is the harness's front door and keeps its names; the work lives
 in three modules, each owning one thing:

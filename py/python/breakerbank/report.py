@@ -3,7 +3,7 @@
 :class:`Report` holds, per dependency and partition, what the simulation
 observed (state timeline, calls, probes) and the core's metrics for that
 partition at the end; it judges *false global trips* (partitions other than
-the faulted ones that changed state; CONTRACT.md "Verification"). Every
+the faulted ones that changed state; docs/reference/behaviour.md, "Verification"). Every
 number shown comes from the simulation or the core: nothing here is
 recomputed from the profile.
 """
@@ -88,7 +88,7 @@ class Report:
         return [p for p, r in self.partitions[dependency].items() if r.changed and not r.faulted]
 
     def ok(self) -> bool:
-        """No false global trip on any tenant-scoped dependency (CONTRACT.md)."""
+        """No false global trip on any tenant-scoped dependency (docs/reference/behaviour.md)."""
         return not any(
             self.false_global_trips(d) for d, iso in self.isolation.items() if iso == "tenant"
         )
