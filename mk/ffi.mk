@@ -5,9 +5,12 @@
 #   make ffi-test    build the C tests and run them plain and under
 #                    -fsanitize=address,undefined; build and run the example
 #   make header      regenerate include/breakerbank.h (commit the result)
-#   make ffi-bench   criterion: bb_admit + bb_record vs the Rust core path
-#                    (with the bench-internals feature, which the library
-#                    is built without)
+#   make ffi-bench   criterion: bb_admit + bb_record vs the Rust core's
+#                    admit + record, and bb_call vs Rust's dep.call, on
+#                    the same breakers (with the bench-internals feature,
+#                    which the library is built without); then callgrind's
+#                    instructions a call of each, Rust and C side by side
+#                    (short runs: FFI_CALLGRIND_N calls a path)
 #   make ffi-tsan    the C thread tests under ThreadSanitizer (not in
 #                    `make test`): the Rust library built by nightly with
 #                    -Zsanitizer=thread, linked with rustc's own TSan
@@ -81,8 +84,25 @@ ffi-test: ffi-test-plain ffi-test-sanitize ffi-example
 header:
 	BB_UPDATE_HEADER=1 $(CARGO) test -p breakerbank-ffi --test header
 
+FFI_CALLGRIND_N ?= 100000
+FFI_CALLGRIND_PATHS := closed_global closed_tenant_100k open_reject call_closed_global call_closed_tenant_100k
+
 ffi-bench:
 	$(CARGO) bench -p breakerbank-ffi --features bench-internals --bench ffi
+	$(CARGO) build --release -p breakerbank-ffi --features bench-internals --example callgrind
+	@if command -v valgrind >/dev/null 2>&1; then \
+	  echo "instructions a call (callgrind, $(FFI_CALLGRIND_N) calls; Rust / C):"; \
+	  for p in $(FFI_CALLGRIND_PATHS); do \
+	    out=$$(mktemp); \
+	    valgrind --tool=callgrind --callgrind-out-file=$$out \
+	      $(FFI_TARGET_DIR)/release/examples/callgrind $$p $(FFI_CALLGRIND_N) >/dev/null 2>&1; \
+	    callgrind_annotate --inclusive=yes $$out 2>/dev/null | \
+	      awk -v p=$$p -v n=$(FFI_CALLGRIND_N) '/callgrind::rust(_call)?_loop/ && !r { gsub(",","",$$1); r=$$1/n } \
+	        /callgrind::ffi(_call)?_loop/ && !f { gsub(",","",$$1); f=$$1/n } \
+	        END { printf "  %-24s %6.0f / %6.0f\n", p, r, f }'; \
+	    rm -f $$out; \
+	  done; \
+	else echo "ffi-bench: valgrind not installed, no instruction counts"; fi
 
 FFI_TSAN_TARGET_DIR ?= $(FFI_TARGET_DIR)/tsan
 FFI_TSAN_TRIPLE := x86_64-unknown-linux-gnu

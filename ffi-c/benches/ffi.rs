@@ -6,6 +6,9 @@
 //! * `closed_tenant_100k`: a closed, tenant-scoped dependency with 100 000
 //!   live tenants, admitting round-robin across them; admit + record success.
 //! * `open_reject`: an open global dependency; admit only (rejected, no permit).
+//! * `call_closed_global`, `call_closed_tenant_100k`: the same breakers,
+//!   the call through Rust's `dep.call` of a closure that succeeds against
+//!   `bb_call` of a C function that does (`rust`, `ffi`).
 //! * `ticket`: the exactly-once ledger alone (issue + redeem), the part of
 //!   the ABI's cost that buys "a permit recorded twice never counts twice".
 //!
@@ -28,7 +31,7 @@ use breakerbank_ffi::{
     bb_admit, bb_bank, bb_bank_free, bb_bank_from_yaml, bb_decision, bb_dependency_id, bb_outcome,
     bb_record, bb_status,
 };
-use common::{ffi_admit_record, PROFILE};
+use common::{ffi_admit_record, ffi_call, rust_call, PROFILE};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::Duration;
@@ -254,6 +257,48 @@ fn ffi_admit_failure(ffi: &FfiBank, id: u32, d: &mut bb_decision) {
     );
 }
 
+fn call_closed_global(c: &mut Criterion) {
+    let ffi = FfiBank::new();
+    let dep = ffi.rust().dependency("email_client").unwrap();
+    let id = ffi.id("email_client");
+    let mut d = empty_decision();
+    side_by_side(
+        c,
+        "call_closed_global",
+        || rust_call(&dep, black_box(None)),
+        || ffi_call(ffi.0, black_box(id), "", &mut d),
+    );
+}
+
+fn call_closed_tenant_100k(c: &mut Criterion) {
+    let tenants: Vec<String> = (0..TENANTS).map(|i| format!("tenant-{i:06}")).collect();
+    let ffi = FfiBank::new();
+    let dep = ffi.rust().dependency("payments_client").unwrap();
+    let id = ffi.id("payments_client");
+    let mut d = empty_decision();
+    for t in &tenants {
+        let s = bb_admit(ffi.0, id, t.as_ptr().cast(), t.len(), 0, &mut d);
+        assert_eq!(s, bb_status::BB_OK);
+        let s = bb_record(ffi.0, d.permit, bb_outcome::BB_OUTCOME_FAILURE.into());
+        assert_eq!(s, bb_status::BB_OK);
+    }
+    let (mut i, mut j) = (0usize, 0usize);
+    side_by_side(
+        c,
+        "call_closed_tenant_100k",
+        || {
+            let t = &tenants[i];
+            i = if i + 1 == TENANTS { 0 } else { i + 1 };
+            rust_call(&dep, Some(black_box(t.as_str())));
+        },
+        || {
+            let t = &tenants[j];
+            j = if j + 1 == TENANTS { 0 } else { j + 1 };
+            ffi_call(ffi.0, black_box(id), t, &mut d);
+        },
+    );
+}
+
 fn ticket(c: &mut Criterion) {
     c.bench_function("ticket/issue_redeem", |b| {
         b.iter_custom(|iters| {
@@ -277,6 +322,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = closed_global, closed_tenant_100k, open_reject, ticket
+    targets = closed_global, closed_tenant_100k, open_reject, call_closed_global, call_closed_tenant_100k, ticket
 }
 criterion_main!(benches);

@@ -12,7 +12,9 @@
 //! which depends on the process's random hash seed, is the same for both):
 //! instructions per call are the inclusive counts of `rust_loop` and
 //! `ffi_loop` divided by `N`. Paths: `closed_global`, `closed_tenant_100k`
-//! (100 000 live tenants, round-robin), `open_reject`.
+//! (100 000 live tenants, round-robin), `open_reject`; with `call_` before
+//! the first two, `dep.call` against `bb_call` (`rust_call_loop`,
+//! `ffi_call_loop`).
 
 use breakerbank::{Decision, Outcome};
 use breakerbank_ffi::{
@@ -23,7 +25,7 @@ use std::hint::black_box;
 
 #[path = "../benches/common/mod.rs"]
 mod common;
-use common::{ffi_admit_record, PROFILE};
+use common::{ffi_admit_record, ffi_call, rust_call, PROFILE};
 
 const TENANTS: usize = 100_000;
 
@@ -44,6 +46,23 @@ fn rust_loop(dep: &breakerbank::Dependency, tenants: &[String], n: usize) {
     }
 }
 
+/// The Rust core's loop through `dep.call` of a closure that succeeds.
+#[inline(never)]
+fn rust_call_loop(dep: &breakerbank::Dependency, tenants: &[String], n: usize) {
+    for i in 0..n {
+        let t = tenants[i % tenants.len()].as_str();
+        rust_call(dep, black_box((!t.is_empty()).then_some(t)));
+    }
+}
+
+/// The same loop through `bb_call`.
+#[inline(never)]
+fn ffi_call_loop(bank: *const bb_bank, id: u32, tenants: &[String], n: usize, d: &mut bb_decision) {
+    for i in 0..n {
+        ffi_call(bank, black_box(id), &tenants[i % tenants.len()], d);
+    }
+}
+
 /// The same loop through `bb_admit` and `bb_record`.
 #[inline(never)]
 fn ffi_loop(bank: *const bb_bank, id: u32, tenants: &[String], n: usize, d: &mut bb_decision) {
@@ -56,7 +75,7 @@ fn ffi_loop(bank: *const bb_bank, id: u32, tenants: &[String], n: usize, d: &mut
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, n] = &args[..] else {
-        panic!("usage: callgrind closed_global|closed_tenant_100k|open_reject N");
+        panic!("usage: callgrind [call_]closed_global|[call_]closed_tenant_100k|open_reject N");
     };
     let n: usize = n.parse().expect("N");
     let mut p = std::ptr::null_mut();
@@ -68,6 +87,10 @@ fn main() {
     // SAFETY: bb_decision is repr(C) of integers, bools and u32-repr enums
     // whose 0 is a valid variant; all-zero is a valid value.
     let mut d: bb_decision = unsafe { std::mem::zeroed() };
+    let (call, path) = match path.strip_prefix("call_") {
+        Some(rest) => (true, rest.to_owned()),
+        None => (false, path.clone()),
+    };
     let (name, tenants) = match path.as_str() {
         "closed_global" => ("email_client", vec![String::new()]),
         "closed_tenant_100k" => (
@@ -92,6 +115,11 @@ fn main() {
         let s = bb_record(bank, d.permit, bb_outcome::BB_OUTCOME_FAILURE.into());
         assert_eq!(s, bb_status::BB_OK);
     }
-    rust_loop(&dep, &tenants, n);
-    ffi_loop(bank, id, &tenants, n, &mut d);
+    if call {
+        rust_call_loop(&dep, &tenants, n);
+        ffi_call_loop(bank, id, &tenants, n, &mut d);
+    } else {
+        rust_loop(&dep, &tenants, n);
+        ffi_loop(bank, id, &tenants, n, &mut d);
+    }
 }
