@@ -29,6 +29,7 @@ include mk/mutants.mk
 include mk/deploy.mk
 include mk/install.mk
 include mk/docs.mk
+include mk/go.mk
 
 # Everything: formatting and lints, Rust tests (unit, integration, model,
 # stress, doc, header staleness), a short loom run, the C tests plain and
@@ -36,7 +37,7 @@ include mk/docs.mk
 # Python stubs check and pytest, the docs site with its code blocks run,
 # the wheel installed without Rust, and each fuzz target for 20 s (skipped with a
 # message where there is no nightly toolchain).
-test: lint rust-test loom ffi-test install-test prom-test py-test docs-test wheel-test fuzz-short
+test: lint rust-test loom ffi-test install-test go-test prom-test py-test docs-test wheel-test fuzz-short
 	@echo "make test: all suites passed"
 
 lint:

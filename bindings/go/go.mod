@@ -1,0 +1,3 @@
+module example.invalid/breakerbank/bindings/go
+
+go 1.19
