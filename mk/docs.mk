@@ -8,7 +8,9 @@
 #                    docs run (mk/docs_blocks.py: python against the built
 #                    extension, yaml as profiles, c compiled against the
 #                    static library, sh from a scratch folder) and their
-#                    rust blocks as the core's doc tests; part of `make test`
+#                    rust blocks as the core's doc tests; and the test that the
+#                    profile reference documents every field the parser
+#                    accepts, and only those; part of `make test`
 #   make wheel       an abi3 manylinux wheel into $(WHEEL_DIR) (maturin; its
 #                    own audit of the libraries the extension links)
 #   make wheel-test  that wheel installed into a fresh venv, then the README's
@@ -51,6 +53,8 @@ docs-test: docs py-develop ffi-lib
 	$(PY) mk/docs_blocks.py run
 	$(CARGO) test --release --features $(subst $(space),$(comma),$(addprefix breakerbank/,$(subst $(comma),$(space),$(CORE_FEATURES)))) \
 	  --doc -- --quiet user_docs ReadmeDoctests
+	$(CARGO) test --release --features $(subst $(space),$(comma),$(addprefix breakerbank/,$(subst $(comma),$(space),$(CORE_FEATURES)))) \
+	  --lib -- --quiet profile::fields
 
 wheel: py-venv
 	rm -f $(WHEEL_DIR)/breakerbank-*.whl
