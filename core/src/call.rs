@@ -27,11 +27,12 @@ pub enum CallError<E> {
     DeadlineExpired,
     /// A tenant-scoped dependency was called without a tenant.
     TenantRequired,
-    /// A tenant-scoped dependency was called with a tenant id longer than
-    /// [`MAX_TENANT_LEN`] bytes (C9): nothing ran, nothing was counted.
+    /// A tenant-scoped dependency was called with a tenant id that names
+    /// no partition (C9, [`AdmitError::InvalidTenant`]): nothing ran,
+    /// nothing was counted.
     InvalidTenant {
-        /// The length given, in bytes.
-        len: usize,
+        /// What is wrong with it.
+        problem: crate::outcome::TenantProblem,
     },
     /// The handle's dependency was removed from the bank by a reload, or
     /// started afresh by one (C20): nothing ran, nothing was counted.
@@ -42,7 +43,7 @@ impl<E> From<AdmitError> for CallError<E> {
     fn from(e: AdmitError) -> Self {
         match e {
             AdmitError::TenantRequired => CallError::TenantRequired,
-            AdmitError::InvalidTenant { len } => CallError::InvalidTenant { len },
+            AdmitError::InvalidTenant { problem } => CallError::InvalidTenant { problem },
             AdmitError::UnknownDependency => CallError::UnknownDependency,
         }
     }
@@ -55,8 +56,8 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
             CallError::Unavailable(u) => write!(f, "{u}"),
             CallError::DeadlineExpired => f.write_str("the call's deadline had already expired"),
             CallError::TenantRequired => fmt::Display::fmt(&AdmitError::TenantRequired, f),
-            CallError::InvalidTenant { len } => {
-                fmt::Display::fmt(&AdmitError::InvalidTenant { len: *len }, f)
+            CallError::InvalidTenant { problem } => {
+                fmt::Display::fmt(&AdmitError::InvalidTenant { problem: *problem }, f)
             }
             CallError::UnknownDependency => fmt::Display::fmt(&AdmitError::UnknownDependency, f),
         }

@@ -102,7 +102,10 @@ pub use metrics::{
     Calls, DependencyMetrics, DependencyTotals, Histogram, Metric, MetricValue, MetricsSnapshot,
     PartitionMetrics, DURATION_BUCKETS, METRICS, OPENMETRICS_CONTENT_TYPE,
 };
-pub use outcome::{AdmitError, Outcome, RejectReason, Rejection, State, MAX_TENANT_LEN};
+pub use outcome::{
+    tenant_text, AdmitError, Outcome, RejectReason, Rejection, State, TenantProblem,
+    MAX_TENANT_LEN, RESERVED_TENANT_IDS,
+};
 /// The lazily installed part's auto-trait bounds, checked from outside
 /// by its doc tests (see `sync.rs`); not API.
 #[doc(hidden)]

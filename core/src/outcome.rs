@@ -11,16 +11,109 @@ use std::time::Duration;
 /// partitions (metrics, Prometheus text, events) is bounded by it.
 pub const MAX_TENANT_LEN: usize = 256;
 
+/// The partition names no tenant may take (C9): the global partition's,
+/// the overflow's, and `*`, which names every partition (the per-dependency
+/// totals of a snapshot, an action on every partition, a reload's event).
+pub const RESERVED_TENANT_IDS: [&str; 3] = ["global", "<overflow>", "*"];
+
+/// What is wrong with a tenant id (C9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantProblem {
+    /// Longer than [`MAX_TENANT_LEN`] bytes.
+    TooLong {
+        /// The length given, in bytes.
+        len: usize,
+    },
+    /// It holds a control character (Unicode category Cc: U+0000 to
+    /// U+001F, U+007F to U+009F; NUL included).
+    ControlCharacter {
+        /// The character.
+        character: char,
+        /// Its offset, in bytes.
+        at: usize,
+    },
+    /// Its bytes are not valid UTF-8 (a C caller's bytes, or a lone
+    /// surrogate from Python).
+    NotUtf8 {
+        /// The offset of the first byte that is not, in bytes.
+        at: usize,
+    },
+    /// It is one of [`RESERVED_TENANT_IDS`].
+    Reserved {
+        /// The reserved name it is.
+        name: &'static str,
+    },
+}
+
+impl TenantProblem {
+    /// The problem of `tenant`, a non-empty id, if it has one: the one
+    /// place C9's rule for a tenant id's text is written.
+    pub(crate) fn of(tenant: &str) -> Option<TenantProblem> {
+        if tenant.len() > MAX_TENANT_LEN {
+            return Some(TenantProblem::TooLong { len: tenant.len() });
+        }
+        if let Some(&name) = RESERVED_TENANT_IDS.iter().find(|&&r| r == tenant) {
+            return Some(TenantProblem::Reserved { name });
+        }
+        // Printable ASCII, the usual id, in one pass over the bytes.
+        if tenant.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return None;
+        }
+        tenant
+            .char_indices()
+            .find(|(_, c)| c.is_control())
+            .map(|(at, character)| TenantProblem::ControlCharacter { character, at })
+    }
+}
+
+impl fmt::Display for TenantProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TenantProblem::TooLong { len } => write!(
+                f,
+                "a tenant id is 1 to {MAX_TENANT_LEN} bytes of UTF-8; this one is {len} bytes"
+            ),
+            TenantProblem::ControlCharacter { character, at } => write!(
+                f,
+                "a tenant id holds no control character; this one has {character:?} (U+{:04X}) at byte {at}",
+                u32::from(*character)
+            ),
+            TenantProblem::NotUtf8 { at } => write!(
+                f,
+                "a tenant id is UTF-8 text; this one is not valid UTF-8 from byte {at}"
+            ),
+            TenantProblem::Reserved { name } => write!(
+                f,
+                "`{name}` is a reserved partition name ({}), not a tenant id",
+                RESERVED_TENANT_IDS.map(|r| format!("`{r}`")).join(", ")
+            ),
+        }
+    }
+}
+
+/// A tenant id given as bytes (a C caller's, or a Python string's encoded
+/// with `surrogatepass`), as text: bytes that are not UTF-8 are
+/// [`AdmitError::InvalidTenant`] with [`TenantProblem::NotUtf8`]. The text
+/// is then checked as every tenant id is, when a dependency takes it.
+pub fn tenant_text(bytes: &[u8]) -> Result<&str, AdmitError> {
+    std::str::from_utf8(bytes).map_err(|e| AdmitError::InvalidTenant {
+        problem: TenantProblem::NotUtf8 {
+            at: e.valid_up_to(),
+        },
+    })
+}
+
 /// Why a tenant-scoped dependency refused the tenant it was given, before
 /// any partition was looked at (nothing is counted for it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AdmitError {
     /// `None` or `Some("")` on a tenant-scoped dependency; it never guesses.
     TenantRequired,
-    /// A tenant id longer than [`MAX_TENANT_LEN`] bytes (C9).
+    /// A tenant id that names no partition (C9): too long, holding a
+    /// control character, not UTF-8, or a reserved partition name.
     InvalidTenant {
-        /// The length given, in bytes.
-        len: usize,
+        /// What is wrong with it.
+        problem: TenantProblem,
     },
     /// The handle's dependency is no longer in the bank: a reload removed
     /// it, or started it afresh as a new dependency (a change of
@@ -36,10 +129,7 @@ impl fmt::Display for AdmitError {
             AdmitError::TenantRequired => {
                 f.write_str("this dependency is tenant-scoped: a non-empty tenant id is required")
             }
-            AdmitError::InvalidTenant { len } => write!(
-                f,
-                "a tenant id is 1 to {MAX_TENANT_LEN} bytes of UTF-8; this one is {len} bytes"
-            ),
+            AdmitError::InvalidTenant { problem } => write!(f, "invalid tenant id: {problem}"),
             AdmitError::UnknownDependency => f.write_str(
                 "this dependency was removed from the bank's profile by a reload, or started afresh by one (its isolation, trip policy kind, window or table size changed): resolve it again by name",
             ),

@@ -170,7 +170,9 @@ fn c18_inspect_applies_the_tenant_rules() {
     let long = "x".repeat(257);
     assert_eq!(
         pay.inspect(Some(&long)),
-        Err(breakerbank::AdmitError::InvalidTenant { len: 257 })
+        Err(breakerbank::AdmitError::InvalidTenant {
+            problem: breakerbank::TenantProblem::TooLong { len: 257 }
+        })
     );
     // A global dependency ignores the tenant.
     let (_b, _c, dep) = bank(3, 1, 1, "");

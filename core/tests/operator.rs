@@ -233,11 +233,15 @@ fn c19_one_tenant_only_and_an_unseen_one_gets_its_partition() {
     let long = "x".repeat(300);
     assert_eq!(
         pay.try_trip(Some(&long)),
-        Err(AdmitError::InvalidTenant { len: 300 })
+        Err(AdmitError::InvalidTenant {
+            problem: breakerbank::TenantProblem::TooLong { len: 300 }
+        })
     );
     assert_eq!(
         pay.try_half_open(Some(&long)),
-        Err(AdmitError::InvalidTenant { len: 300 })
+        Err(AdmitError::InvalidTenant {
+            problem: breakerbank::TenantProblem::TooLong { len: 300 }
+        })
     );
     assert_eq!(bank.metrics().dependencies[0].partitions.len(), 3);
 }

@@ -4,7 +4,7 @@
 
 use breakerbank::{
     AdmitError, Bank, CallError, CallOptions, Decision, Dependency, ManualClock, Outcome, Profile,
-    Rejection, State, MAX_TENANT_LEN,
+    Rejection, State, TenantProblem, MAX_TENANT_LEN,
 };
 
 const PROFILE: &str = r#"
@@ -43,7 +43,9 @@ fn refused_everywhere(dep: &Dependency, id: &str, rejection: &Rejection<'_>) {
             "{what}: `{msg}` should name the limit (256) and the length ({len})"
         );
     };
-    let invalid = AdmitError::InvalidTenant { len: id.len() };
+    let invalid = AdmitError::InvalidTenant {
+        problem: TenantProblem::TooLong { len: id.len() },
+    };
     match dep.admit(Some(id), None) {
         Err(e) => {
             assert_eq!(e, invalid);
@@ -64,7 +66,10 @@ fn refused_everywhere(dep: &Dependency, id: &str, rejection: &Rejection<'_>) {
     }
     match dep.call(Some(id), None, || Ok::<u32, String>(1)) {
         Err(e) => {
-            assert!(matches!(e, CallError::InvalidTenant { len } if len == id.len()));
+            assert!(matches!(
+                e,
+                CallError::InvalidTenant { problem: TenantProblem::TooLong { len } } if len == id.len()
+            ));
             named("call", e.to_string());
         }
         Ok(_) => panic!("call ran for a {len}-byte tenant id"),
@@ -168,4 +173,18 @@ fn c9_a_global_dependency_ignores_the_tenant_whatever_its_length() {
         Ok(Decision::Admitted(_))
     ));
     assert_eq!(email.state(Some(&long)).expect("global"), State::Closed);
+}
+
+#[test]
+fn c9_bytes_that_are_not_utf8_are_an_invalid_tenant() {
+    // The bindings' bytes (C's, a Python string with a lone surrogate
+    // encoded with `surrogatepass`) are made text by the core's rule.
+    let e = breakerbank::tenant_text(b"ab\xed\xa0\x80").unwrap_err();
+    assert!(matches!(e, AdmitError::InvalidTenant { .. }));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("not valid UTF-8") && msg.contains("byte 2"),
+        "{msg}"
+    );
+    assert_eq!(breakerbank::tenant_text("acme".as_bytes()), Ok("acme"));
 }

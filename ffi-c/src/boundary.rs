@@ -216,7 +216,19 @@ pub(crate) unsafe fn opt_str_arg<'a>(
     }
     match std::str::from_utf8(bytes) {
         Ok(s) => Ok(Some(s)),
+        Err(_) if name == "tenant" => Err(invalid_tenant(bytes)),
         Err(e) => Err(not_utf8(name, e)),
+    }
+}
+
+/// A tenant id whose bytes are not UTF-8, refused as the core refuses one
+/// (C9).
+#[cold]
+#[inline(never)]
+fn invalid_tenant(bytes: &[u8]) -> Fail {
+    match breakerbank::tenant_text(bytes) {
+        Err(e) => Fail::new(bb_status::BB_ERR_INVALID_TENANT, format!("`tenant`: {e}")),
+        Ok(_) => Fail::arg("`tenant` changed while it was read"),
     }
 }
 

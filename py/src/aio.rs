@@ -197,7 +197,7 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
     let py = slf.py();
     let dep = p.dep.bind(py).get();
     let tenant = p.tenant.as_ref().map(|t| t.bind(py));
-    let text = tenant.map(|t| t.to_str()).transpose()?;
+    let text = crate::tenant::opt_text(&dep.dep, tenant)?;
     let decision = PyDecision::admit(
         py,
         &dep.dep,

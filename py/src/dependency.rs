@@ -6,6 +6,7 @@ use crate::errors::{secs, Error, Kept, Raised};
 use crate::fallback::{call_args, serve, PyFallback};
 use crate::held::{BankHandle, StrCache};
 use crate::outcome;
+use crate::tenant::opt_text;
 use crate::time::{instant_secs, opt_deadline};
 use breakerbank::{Decision, Dependency, Instant, Outcome, Permit, TripPolicy};
 use pyo3::intern;
@@ -328,8 +329,12 @@ impl PyDependency {
     /// be full of partitions that cannot be evicted, or the tenant is
     /// missing or invalid (C1, C9). Never creates a partition.
     #[pyo3(signature = (tenant=None))]
-    fn breaker_of(&self, tenant: Option<&str>) -> String {
-        self.dep.breaker_of(tenant)
+    fn breaker_of(&self, tenant: Option<Bound<'_, PyString>>) -> String {
+        match opt_text(&self.dep, tenant.as_ref()) {
+            Ok(t) => self.dep.breaker_of(t),
+            // Not text: as invalid as any id the core refuses.
+            Err(_) => self.dep.breaker_of(Some("\0")),
+        }
     }
 
     /// Now, in seconds on the bank's clock (for deadlines).
@@ -344,17 +349,17 @@ impl PyDependency {
     fn admit(
         &self,
         py: Python<'_>,
-        tenant: Option<&str>,
+        tenant: Option<Bound<'_, PyString>>,
         deadline: Option<f64>,
         classify: Option<Bound<'_, PyAny>>,
     ) -> PyResult<PyDecision> {
         let classify = outcome::per_call(classify)?;
-        let tenant_str = tenant.map(|t| PyString::new(py, t));
+        let text = opt_text(&self.dep, tenant.as_ref())?;
         Ok(PyDecision::admit(
             py,
             &self.dep,
             &self.bank,
-            tenant_str.as_ref().zip(tenant),
+            tenant.as_ref().zip(text),
             opt_deadline(deadline)?,
             classify,
         )?)
@@ -393,7 +398,7 @@ impl PyDependency {
         fn_: &Bound<'py, PyAny>,
         args: Option<&Bound<'py, PyTuple>>,
         kwargs: Option<&Bound<'py, PyDict>>,
-        tenant: Option<&str>,
+        tenant: Option<Bound<'py, PyString>>,
         deadline: Option<f64>,
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
@@ -401,13 +406,14 @@ impl PyDependency {
     ) -> PyResult<Bound<'py, PyAny>> {
         let classify = outcome::per_call(classify)?;
         let kwargs = kwargs.filter(|k| !k.is_empty());
+        let text = opt_text(&self.dep, tenant.as_ref())?;
         self.run(
             py,
             fn_,
             args,
             kwargs,
-            tenant,
-            None,
+            text,
+            tenant.as_ref(),
             deadline,
             fallback,
             cache_key,
@@ -440,19 +446,28 @@ impl PyDependency {
     /// Stores `value` as the last good value for (partition of `tenant`,
     /// `key`), served by a `stale` fallback no older than `max_staleness`.
     #[pyo3(signature = (key, value, *, tenant=None))]
-    fn cache_put(&self, key: &str, value: Py<PyAny>, tenant: Option<&str>) {
+    fn cache_put(
+        &self,
+        key: &str,
+        value: Py<PyAny>,
+        tenant: Option<Bound<'_, PyString>>,
+    ) -> PyResult<()> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
         let cached = self.bank.values().put(value);
         self.dep.cache_put(tenant, key, cached);
+        Ok(())
     }
 
     /// "closed", "open", "half_open" or "forced_open". Asking never creates
     /// a partition; an unseen tenant reads as "closed".
     #[pyo3(signature = (tenant=None))]
-    fn state(&self, tenant: Option<&str>) -> Result<&'static str, Error> {
-        self.dep
+    fn state(&self, tenant: Option<Bound<'_, PyString>>) -> PyResult<&'static str> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
+        Ok(self
+            .dep
             .state(tenant)
             .map(|s| s.as_str())
-            .map_err(|e| Error::admit(self.dep.name(), e))
+            .map_err(|e| Error::admit(self.dep.name(), e))?)
     }
 
     /// One breaker's state, counters and episode, read at once (C18): a
@@ -464,7 +479,12 @@ impl PyDependency {
     /// otherwise). Changes nothing; an unseen
     /// tenant reads as a fresh partition and asking never creates one.
     #[pyo3(signature = (tenant=None))]
-    fn inspect<'py>(&self, py: Python<'py>, tenant: Option<&str>) -> PyResult<Bound<'py, PyDict>> {
+    fn inspect<'py>(
+        &self,
+        py: Python<'py>,
+        tenant: Option<Bound<'py, PyString>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
         let i = self
             .dep
             .inspect(tenant)
@@ -486,10 +506,12 @@ impl PyDependency {
     /// dependency resets every partition; a tenant id over 256 bytes raises
     /// InvalidTenant and changes nothing (C9).
     #[pyo3(signature = (tenant=None))]
-    fn reset(&self, tenant: Option<&str>) -> Result<(), Error> {
-        self.dep
+    fn reset(&self, tenant: Option<Bound<'_, PyString>>) -> PyResult<()> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
+        Ok(self
+            .dep
             .try_reset(tenant)
-            .map_err(|e| Error::admit(self.dep.name(), e))
+            .map_err(|e| Error::admit(self.dep.name(), e))?)
     }
 
     /// Isolates the breaker until `reset` (C11). `tenant=None` on a
@@ -497,10 +519,12 @@ impl PyDependency {
     /// first seen afterwards; a tenant id over 256 bytes raises
     /// InvalidTenant and changes nothing (C9).
     #[pyo3(signature = (tenant=None))]
-    fn force_open(&self, tenant: Option<&str>) -> Result<(), Error> {
-        self.dep
+    fn force_open(&self, tenant: Option<Bound<'_, PyString>>) -> PyResult<()> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
+        Ok(self
+            .dep
             .try_force_open(tenant)
-            .map_err(|e| Error::admit(self.dep.name(), e))
+            .map_err(|e| Error::admit(self.dep.name(), e))?)
     }
 
     /// Opens the breaker as if its trip policy had fired (C19): the
@@ -512,10 +536,12 @@ impl PyDependency {
     /// (tenants first seen afterwards start closed); a tenant id over 256
     /// bytes raises InvalidTenant and changes nothing. Emits a "trip" event.
     #[pyo3(signature = (tenant=None))]
-    fn trip(&self, tenant: Option<&str>) -> Result<(), Error> {
-        self.dep
+    fn trip(&self, tenant: Option<Bound<'_, PyString>>) -> PyResult<()> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
+        Ok(self
+            .dep
             .try_trip(tenant)
-            .map_err(|e| Error::admit(self.dep.name(), e))
+            .map_err(|e| Error::admit(self.dep.name(), e))?)
     }
 
     /// Starts a probe cycle now (C19). On an open breaker the open period
@@ -524,10 +550,12 @@ impl PyDependency {
     /// forced until `reset`. Tenant rules as for `trip`. Emits a
     /// "half_open" event.
     #[pyo3(signature = (tenant=None))]
-    fn half_open(&self, tenant: Option<&str>) -> Result<(), Error> {
-        self.dep
+    fn half_open(&self, tenant: Option<Bound<'_, PyString>>) -> PyResult<()> {
+        let tenant = opt_text(&self.dep, tenant.as_ref())?;
+        Ok(self
+            .dep
             .try_half_open(tenant)
-            .map_err(|e| Error::admit(self.dep.name(), e))
+            .map_err(|e| Error::admit(self.dep.name(), e))?)
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -848,7 +876,7 @@ The async twin of `call`: returns a coroutine that awaits
         // SAFETY: as this function's.
         let a = unsafe { fastcall::Args::new(py, args, nargs, kwnames) };
         let Parsed { f, rest, extra, o } = parse(py, &a, "call")?;
-        let tenant = o.tenant.as_ref().map(|t| t.to_str()).transpose()?;
+        let tenant = opt_text(&this.dep, o.tenant.as_ref())?;
         let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
         this.run(
             py,

@@ -115,8 +115,10 @@ static TENANT_REQUIRED: Subclass = Subclass::new(
 );
 static INVALID_TENANT: Subclass = Subclass::new(
     "InvalidTenant",
-    "A tenant id longer than 256 bytes of UTF-8 on a tenant-scoped dependency (C9): \
-     nothing was done or counted for it.",
+    "A tenant id that names no partition on a tenant-scoped dependency (C9): longer \
+     than 256 bytes of UTF-8, holding a control character (NUL included), not valid \
+     UTF-8 (a lone surrogate), or a reserved partition name (`global`, `<overflow>`, \
+     `*`). The message says which; nothing was done or counted for it.",
     &["dependency"],
 );
 static DEPENDENCY_UNAVAILABLE: Subclass = Subclass::new(
@@ -181,7 +183,7 @@ pub enum Error {
     Removed { dependency: String },
     /// Tenant-scoped dependency, no tenant.
     TenantRequired { dependency: String },
-    /// Tenant-scoped dependency, a tenant id over the core's length limit.
+    /// Tenant-scoped dependency, a tenant id the core refuses (C9).
     InvalidTenant {
         dependency: String,
         error: AdmitError,

@@ -20,6 +20,7 @@ mod fallback;
 mod fastcall;
 mod held;
 mod outcome;
+mod tenant;
 mod time;
 
 use pyo3::prelude::*;

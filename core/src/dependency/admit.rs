@@ -158,7 +158,7 @@ impl Dependency {
                 retry_after: a.retry_after(),
             })),
             AnswerKind::TenantRequired => Err(AdmitError::TenantRequired),
-            AnswerKind::InvalidTenant(len) => Err(AdmitError::InvalidTenant { len }),
+            AnswerKind::InvalidTenant(problem) => Err(AdmitError::InvalidTenant { problem }),
             AnswerKind::UnknownDependency => Err(AdmitError::UnknownDependency),
         }
     }

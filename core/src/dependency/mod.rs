@@ -289,10 +289,10 @@ impl Dependency {
     ) -> Result<Option<&'t str>, AdmitError> {
         match (self.parts(), tenant) {
             (Parts::Global(_), _) => Ok(None),
-            (Parts::Tenant(..), Some(t)) if t.len() > MAX_TENANT_LEN => {
-                Err(AdmitError::InvalidTenant { len: t.len() })
-            }
-            (Parts::Tenant(..), Some(t)) if !t.is_empty() => Ok(Some(t)),
+            (Parts::Tenant(..), Some(t)) if !t.is_empty() => match TenantProblem::of(t) {
+                None => Ok(Some(t)),
+                Some(problem) => Err(AdmitError::InvalidTenant { problem }),
+            },
             (Parts::Tenant(..), _) => Err(AdmitError::TenantRequired),
         }
     }

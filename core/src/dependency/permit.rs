@@ -139,7 +139,7 @@ pub(crate) enum AnswerKind {
     Admitted,
     Rejected(RejectReason),
     TenantRequired,
-    InvalidTenant(usize),
+    InvalidTenant(TenantProblem),
     UnknownDependency,
 }
 
@@ -176,11 +176,44 @@ impl PackedAnswer {
         nanos: Self::NONE,
     };
 
-    /// A refused tenant id, its length in `nanos`.
-    pub(crate) fn invalid_tenant(len: usize) -> Self {
+    /// A refused tenant id, its problem in `nanos`: the kind in the top
+    /// two bits, below them the length, the offset (and a control
+    /// character's code point in the low 21 bits) or the reserved name's
+    /// index.
+    pub(crate) fn invalid_tenant(problem: TenantProblem) -> Self {
+        const LOW: u64 = (1 << 62) - 1;
+        let at = |at: usize| (at as u64).min(LOW >> 21);
+        let nanos = match problem {
+            TenantProblem::TooLong { len } => (len as u64).min(LOW),
+            TenantProblem::ControlCharacter { character, at: a } => {
+                1 << 62 | at(a) << 21 | u64::from(u32::from(character))
+            }
+            TenantProblem::NotUtf8 { at: a } => 2 << 62 | (a as u64).min(LOW),
+            TenantProblem::Reserved { name } => {
+                let i = RESERVED_TENANT_IDS.iter().position(|&r| r == name);
+                3 << 62 | i.unwrap_or(0) as u64
+            }
+        };
         PackedAnswer {
             bits: Self::INVALID_TENANT << Self::KIND_SHIFT,
-            nanos: len as u64,
+            nanos,
+        }
+    }
+
+    /// The problem [`PackedAnswer::invalid_tenant`] packed.
+    fn tenant_problem(self) -> TenantProblem {
+        const LOW: u64 = (1 << 62) - 1;
+        let low = self.nanos & LOW;
+        match self.nanos >> 62 {
+            0 => TenantProblem::TooLong { len: low as usize },
+            1 => TenantProblem::ControlCharacter {
+                character: char::from_u32((low & ((1 << 21) - 1)) as u32).unwrap_or('\0'),
+                at: (low >> 21) as usize,
+            },
+            2 => TenantProblem::NotUtf8 { at: low as usize },
+            _ => TenantProblem::Reserved {
+                name: RESERVED_TENANT_IDS[(low as usize).min(RESERVED_TENANT_IDS.len() - 1)],
+            },
         }
     }
 
@@ -188,7 +221,7 @@ impl PackedAnswer {
     pub(crate) fn refused_tenant(e: AdmitError) -> Self {
         match e {
             AdmitError::TenantRequired => Self::TENANT_REQUIRED,
-            AdmitError::InvalidTenant { len } => Self::invalid_tenant(len),
+            AdmitError::InvalidTenant { problem } => Self::invalid_tenant(problem),
             AdmitError::UnknownDependency => PackedAnswer {
                 bits: Self::UNKNOWN_DEPENDENCY << Self::KIND_SHIFT,
                 nanos: Self::NONE,
@@ -242,7 +275,7 @@ impl PackedAnswer {
             Self::PROBE_BUDGET => AnswerKind::Rejected(RejectReason::ProbeBudget),
             Self::FORCED_OPEN => AnswerKind::Rejected(RejectReason::ForcedOpen),
             Self::DEADLINE => AnswerKind::Rejected(RejectReason::DeadlineExpired),
-            Self::INVALID_TENANT => AnswerKind::InvalidTenant(self.nanos as usize),
+            Self::INVALID_TENANT => AnswerKind::InvalidTenant(self.tenant_problem()),
             Self::UNKNOWN_DEPENDENCY => AnswerKind::UnknownDependency,
             _ => AnswerKind::TenantRequired,
         }
@@ -397,9 +430,25 @@ mod tests {
             PackedAnswer::TENANT_REQUIRED.kind(),
             AnswerKind::TenantRequired
         ));
-        assert!(matches!(
-            PackedAnswer::refused_tenant(AdmitError::InvalidTenant { len: 1 << 20 }).kind(),
-            AnswerKind::InvalidTenant(len) if len == 1 << 20
-        ));
+        for problem in [
+            TenantProblem::TooLong { len: 1 << 20 },
+            TenantProblem::ControlCharacter {
+                character: '\u{9f}',
+                at: 255,
+            },
+            TenantProblem::ControlCharacter {
+                character: '\0',
+                at: 0,
+            },
+            TenantProblem::NotUtf8 { at: 3 },
+            TenantProblem::Reserved { name: "global" },
+            TenantProblem::Reserved { name: "<overflow>" },
+            TenantProblem::Reserved { name: "*" },
+        ] {
+            assert!(matches!(
+                PackedAnswer::refused_tenant(AdmitError::InvalidTenant { problem }).kind(),
+                AnswerKind::InvalidTenant(p) if p == problem
+            ));
+        }
     }
 }

@@ -113,6 +113,48 @@ static void c9_tenant_ids_longer_than_256_bytes_are_refused(void) {
   bb_bank_free(bank);
 }
 
+/* C9: reserved partition names, ids holding a control character (NUL
+ * included) and bytes that are not UTF-8 name no partition either: each
+ * is BB_ERR_INVALID_TENANT, its message says what is wrong, and nothing
+ * is counted (no `<overflow>` series a tenant could merge into). */
+static void c9_reserved_names_control_characters_and_bad_utf8_are_invalid_tenants(void) {
+  bb_bank *bank = bbt_bank(PROFILE, true);
+  uint32_t pay = bbt_dep(bank, "payments_client");
+  size_t before = prometheus_size(bank);
+  static const struct {
+    const char *id;
+    size_t len;
+    const char *says;
+  } refused[] = {
+      {"global", 6, "reserved"},
+      {"<overflow>", 10, "reserved"},
+      {"*", 1, "reserved"},
+      {"\0", 1, "control character"},
+      {"ac\0me", 5, "at byte 2"},
+      {"a\nb", 3, "U+000A"},
+      {"ab\xed\xa0\x80", 5, "not valid UTF-8"},
+      {"\xff", 1, "from byte 0"},
+  };
+  for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+    const char *id = refused[k].id;
+    size_t len = refused[k].len;
+    bb_decision d;
+    memset(&d, 0, sizeof d);
+    CHECK_STATUS(bb_admit(bank, pay, id, len, 0, &d), BB_ERR_INVALID_TENANT);
+    CHECK(strstr(bbt_last_error(), refused[k].says) != NULL);
+    CHECK(!d.admitted);
+    bb_breaker_state st = BB_STATE_CLOSED;
+    CHECK_STATUS(bb_state(bank, pay, id, len, &st), BB_ERR_INVALID_TENANT);
+    CHECK_STATUS(bb_force_open(bank, pay, id, len), BB_ERR_INVALID_TENANT);
+    CHECK_STATUS(bb_reset(bank, pay, id, len), BB_ERR_INVALID_TENANT);
+    CHECK_STATUS(bb_trip(bank, pay, id, len), BB_ERR_INVALID_TENANT);
+  }
+  CHECK(prometheus_size(bank) == before);
+  CHECK(bbt_metric(bank, "partition_overflow_total", "payments_client", "<overflow>", NULL) <= 0);
+  CHECK(bbt_state(bank, pay, "acme") == BB_STATE_CLOSED);
+  bb_bank_free(bank);
+}
+
 static void c9_a_one_megabyte_tenant_id_leaves_prometheus_small(void) {
   bb_bank *bank = bbt_bank(PROFILE, true);
   uint32_t pay = bbt_dep(bank, "payments_client");
@@ -265,6 +307,7 @@ static void c9_an_allocation_failure_building_a_bank_is_a_config_error(void) {
 
 int main(void) {
   RUN(c9_tenant_ids_longer_than_256_bytes_are_refused);
+  RUN(c9_reserved_names_control_characters_and_bad_utf8_are_invalid_tenants);
   RUN(c9_a_one_megabyte_tenant_id_leaves_prometheus_small);
   RUN(c9_a_256_byte_tenant_id_is_accepted);
   RUN(c9_a_global_dependency_ignores_the_tenant);

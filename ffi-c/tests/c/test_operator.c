@@ -128,7 +128,7 @@ static void c18_inspect_bad_input_writes_nothing(void) {
   CHECK_STATUS(bb_inspect(bank, 9, "a", 1, &i), BB_ERR_UNKNOWN_DEPENDENCY);
   CHECK_STATUS(bb_inspect(bank, PAY, "a", 1, NULL), BB_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(bb_inspect(NULL, PAY, "a", 1, &i), BB_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(bb_inspect(bank, PAY, "\x80", 1, &i), BB_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(bb_inspect(bank, PAY, "\x80", 1, &i), BB_ERR_INVALID_TENANT);
   char long_tenant[300];
   memset(long_tenant, 'x', sizeof long_tenant);
   CHECK_STATUS(bb_inspect(bank, PAY, long_tenant, sizeof long_tenant, &i),
@@ -232,7 +232,7 @@ static void c19_empty_tenant_means_every_partition_and_forced_stays_forced(void)
   CHECK_STATUS(bb_trip(bank, 9, NULL, 0), BB_ERR_UNKNOWN_DEPENDENCY);
   CHECK_STATUS(bb_half_open(NULL, PAY, NULL, 0), BB_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(bb_trip(bank, PAY, NULL, 3), BB_ERR_INVALID_ARGUMENT);
-  CHECK_STATUS(bb_half_open(bank, PAY, "\xff", 1), BB_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(bb_half_open(bank, PAY, "\xff", 1), BB_ERR_INVALID_TENANT);
   CHECK(bbt_state(bank, EMAIL, NULL) == BB_STATE_CLOSED);
 }
 
