@@ -207,8 +207,10 @@ fn c19_no_tenant_acts_on_every_partition_there_is() {
     assert_eq!(
         named,
         [
+            ("trip", "*"),
             ("trip", "acme"),
             ("trip", "globex"),
+            ("half_open", "*"),
             ("half_open", "acme"),
             ("half_open", "globex"),
         ]

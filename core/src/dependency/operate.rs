@@ -94,8 +94,24 @@ impl Dependency {
         let tenant = self.tenant(tenant)?;
         Ok(match self.own_word(tenant) {
             Some((_, part, w)) => State::from_phase(self.phase_of(part, w)),
-            None => self.fresh_state(tenant),
+            None => match self.served_by_overflow(tenant) {
+                Some(o) => State::from_phase(self.phase_now(o)),
+                None => self.fresh_state(tenant),
+            },
         })
+    }
+
+    /// The overflow partition, when it is what serves `tenant`, a tenant
+    /// with no partition of its own: the table is full of partitions that
+    /// cannot be evicted (C9), and no force of its own is waiting for it.
+    /// What `state` and `inspect` then read (C14, C18).
+    fn served_by_overflow(&self, tenant: Option<&str>) -> Option<&Partition> {
+        match (self.parts(), tenant) {
+            (Parts::Tenant(t, shared), Some(name)) if t.known_full() && !t.starts_forced(name) => {
+                Some(shared)
+            }
+            _ => None,
+        }
     }
 
     /// The partition `tenant` has (the global one for a global
@@ -134,6 +150,10 @@ impl Dependency {
         let tenant = self.tenant(tenant)?;
         Ok(match self.own_word(tenant) {
             Some((slot, part, w)) => self.inspect_word(slot, part, w),
+            None if self.served_by_overflow(tenant).is_some() => {
+                let o = &*self.inner.shared;
+                self.inspect_word(0, o, o.cell.load())
+            }
             None => Inspection {
                 state: self.fresh_state(tenant),
                 consecutive_failures: 0,
@@ -336,12 +356,40 @@ impl Dependency {
                 // holds; the others it refuses by `Table::starts_forced`.
                 // It is tripped or made half-open with the rest once it
                 // has served anyone (when the snapshot lists it).
-                let in_use = || !inner.shared_stats.is_clear() || shared.cell.load() != Word::FRESH;
+                // Judged by the admissions it took, not by its word (a
+                // reset gives it a new generation) or counters a reset
+                // leaves behind (C19).
+                let in_use = || {
+                    // Relaxed: a count; an admission racing the action may
+                    // or may not see it.
+                    inner
+                        .shared_stats
+                        .partition_overflow_total
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        != 0
+                };
                 if kind == EventKind::Reset
                     || (matches!(kind, EventKind::Trip | EventKind::HalfOpen) && in_use())
                 {
                     apply(0, shared, NO_OWNER);
                 }
+                // Announced once as an action on every partition, those
+                // that do not exist yet included (C11, C16).
+                let at = inner.clock.now();
+                let to = match kind {
+                    EventKind::ForcedOpen => State::ForcedOpen,
+                    EventKind::Trip => State::Open,
+                    EventKind::HalfOpen => State::HalfOpen,
+                    _ => State::Closed,
+                };
+                inner.events.emit(|| Event {
+                    kind,
+                    dependency: inner.name.clone(),
+                    partition: "*".to_string(),
+                    at,
+                    from: None,
+                    to: Some(to),
+                });
             }
         }
         Ok(())
