@@ -391,3 +391,69 @@ async fn c1_clones_of_a_layered_service_share_one_breaker_across_tasks() {
     }
     assert_eq!(dep.state(None).unwrap(), State::Open);
 }
+
+#[tokio::test]
+async fn c17_the_layer_without_an_error_classifier_uses_the_dependencys() {
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let req = || {
+        Request::get(format!("http://{closed}/ok"))
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    };
+    let (bank, dep) = quotes("global", ERROR_FALLBACK);
+    // The dependency's default: a refused connection is not an outage.
+    dep.set_classify(|e| e.downcast_ref::<BoxError>().map(|_| Outcome::Cancelled))
+        .unwrap_or_else(|_| panic!("set once"));
+    let mut svc = BreakerLayer::new(dep.clone()).layer(http_client());
+    for _ in 0..5 {
+        let out = send(&mut svc, req()).await;
+        assert!(matches!(out, Err(CallError::Inner(_))), "{out:?}");
+    }
+    assert_eq!(dep.state(None).unwrap(), State::Closed);
+    let m = metrics(&bank, "global");
+    assert_eq!((m.failures_total, m.cancelled_total), (0, 5));
+}
+
+#[tokio::test]
+async fn c10_a_response_future_dropped_after_slow_call_is_a_slow_failure() {
+    let server = Server::start().await;
+    let clock = ManualClock::new();
+    let p = Profile::from_yaml(
+        "dependencies:
+  quotes_client:
+    isolation: global
+    trip: {consecutive_failures: 3, slow_call: 50ms}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: QUOTES_DOWN}
+    recovery_bound: 5m
+",
+    )
+    .unwrap();
+    let bank = Bank::with_clock(p, clock.clone());
+    let dep = bank.dependency("quotes_client").unwrap();
+    let mut svc = http_breaker(&dep);
+    for i in 1..=3 {
+        let hung = send(&mut svc, request(&server, None, "/hang"));
+        tokio::pin!(hung);
+        let reached = async {
+            while server.hits() < i {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        tokio::select! {
+            out = &mut hung => panic!("the server never answers /hang: {out:?}"),
+            () = reached => {}
+        }
+        clock.advance(Duration::from_millis(60)); // the caller's timeout
+    } // each dropped unanswered, after slow_call
+    assert_eq!(dep.state(None).unwrap(), State::Open, "a hung server trips");
+    let m = metrics(&bank, "global");
+    assert_eq!((m.failures_total, m.cancelled_total), (3, 0));
+    let refused = send(&mut svc, request(&server, None, "/ok")).await;
+    assert!(matches!(refused, Err(CallError::Unavailable(_))));
+    assert_eq!(server.hits(), 3, "open refuses without reaching the server");
+}
