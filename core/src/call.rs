@@ -1,10 +1,15 @@
 //! Call wrappers and fallback serving (C3, C4): running a call through
-//! its breaker, and what a refused call gets instead.
+//! its breaker, and what a refused call gets instead. Every surface drives
+//! the one sequence in [`running`]: [`Dependency::begin`], then a
+//! [`Running`] call's end or a [`Refused`] one's fallback.
+
+mod running;
+pub use running::{Begun, Ended, NotServed, Raw, Recording, Refused, Running};
 
 use crate::clock::Instant;
 use crate::dependency::permit::*;
 use crate::dependency::*;
-use crate::fallback::{DependencyUnavailable, Fallback, PartitionName, UnavailableRef};
+use crate::fallback::{DependencyUnavailable, Fallback, PartitionName, UnavailableRef, Unserved};
 use crate::metrics::{bump, Stats};
 use crate::outcome::*;
 use crate::partition::GLOBAL;
@@ -69,7 +74,7 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for CallError<E> {}
 /// Options of [`Dependency::call_with`] and
 /// [`Dependency::call_async_with`]: the stale-cache key, a degraded
 /// behaviour (returning `None` when it cannot serve), and this call's
-/// error classifier (C17).
+/// classifiers of errors and of returned values (C17).
 pub struct CallOptions<'a, T, E> {
     /// Key of the value in the stale cache (`stale` fallbacks).
     pub cache_key: Option<&'a str>,
@@ -82,6 +87,12 @@ pub struct CallOptions<'a, T, E> {
     /// error is a failure. The error is returned to the caller whatever it
     /// counts as.
     pub classify: Option<&'a dyn Fn(&E) -> Outcome>,
+    /// What a returned value counts as (C17): an `Ok` that is an error
+    /// answer ([`Outcome::Failure`]), as resilience4j's `recordResult` or
+    /// gobreaker's `IsSuccessful` say. `None`: every value is a success.
+    /// The value is returned to the caller whatever it counts as, and
+    /// kept for `stale` fallbacks only when it counted as a success.
+    pub classify_ok: Option<&'a dyn Fn(&T) -> Outcome>,
 }
 
 impl<T, E> Default for CallOptions<'_, T, E> {
@@ -90,6 +101,7 @@ impl<T, E> Default for CallOptions<'_, T, E> {
             cache_key: None,
             degraded: None,
             classify: None,
+            classify_ok: None,
         }
     }
 }
@@ -100,6 +112,7 @@ impl<T, E> fmt::Debug for CallOptions<'_, T, E> {
             .field("cache_key", &self.cache_key)
             .field("degraded", &self.degraded.is_some())
             .field("classify", &self.classify.is_some())
+            .field("classify_ok", &self.classify_ok.is_some())
             .finish()
     }
 }
@@ -198,11 +211,18 @@ impl Dependency {
         tenant: Option<&'a str>,
         rejection: &Rejection<'a>,
     ) -> UnavailableRef<'a> {
+        let why = match (self.tenant_rule(tenant), rejection.fallback) {
+            (Err(AdmitError::InvalidTenant { .. }), _) => Unserved::InvalidTenant,
+            (_, Fallback::Error { .. }) => Unserved::ErrorFallback,
+            (_, Fallback::Degraded) => Unserved::NoDegraded,
+            (_, Fallback::Stale { .. }) => Unserved::NoValueCached,
+        };
         UnavailableRef {
             dependency: &self.inner.name,
             partition: self.partition_name(tenant),
             code: rejection.fallback.code(),
             retry_after: rejection.retry_after,
+            why,
         }
     }
 
@@ -212,9 +232,10 @@ impl Dependency {
     /// than `max_staleness`;
     /// `degraded` runs `degraded` (`None` from it means it failed); `error`
     /// always yields [`DependencyUnavailable`] with the code. A fallback
-    /// never turns into a recorded success. A tenant id longer than
-    /// [`MAX_TENANT_LEN`] bytes is served nothing and counted nowhere
-    /// (C9): [`DependencyUnavailable`] for the `<overflow>` partition.
+    /// never turns into a recorded success. A tenant id that is not one
+    /// (C9) is served nothing and counted nowhere:
+    /// [`DependencyUnavailable`] for the `<overflow>` partition. The
+    /// error says why nothing was served ([`Unserved`]).
     pub fn serve_fallback<T: Clone + Send + Sync + 'static>(
         &self,
         tenant: Option<&str>,
@@ -239,12 +260,49 @@ impl Dependency {
         cache_key: Option<&str>,
         degraded: Option<impl FnOnce() -> Option<T>>,
     ) -> Result<T, UnavailableRef<'a>> {
+        self.serve_with(tenant, rejection, degraded, |owner| {
+            self.stale_value::<T>(rejection, owner, cache_key)
+        })
+    }
+
+    /// The `stale` fallback's value for (`owner`, `cache_key`), or why
+    /// there is none (C4).
+    #[inline]
+    pub(crate) fn stale_value<T: Clone + Send + Sync + 'static>(
+        &self,
+        rejection: &Rejection<'_>,
+        owner: &str,
+        cache_key: Option<&str>,
+    ) -> Result<T, Unserved> {
         let inner = &*self.inner;
-        let unavailable = |partition, code| UnavailableRef {
+        let Fallback::Stale { max_staleness } = rejection.fallback else {
+            return Err(Unserved::NoValueCached);
+        };
+        let key = cache_key.unwrap_or(DEFAULT_CACHE_KEY);
+        inner.stale.get().map_or(Err(Unserved::NoValueCached), |c| {
+            c.get::<T>(owner, key, inner.clock.now(), *max_staleness)
+        })
+    }
+
+    /// The fallback for a rejection, with the stale value looked up by
+    /// `stale` (given the cache's owner: the tenant or `global`): the one
+    /// place a fallback is chosen and counted, whether or not the value
+    /// type can be cached.
+    #[inline]
+    pub(crate) fn serve_with<'a, T>(
+        &'a self,
+        tenant: Option<&'a str>,
+        rejection: &Rejection<'a>,
+        degraded: Option<impl FnOnce() -> Option<T>>,
+        stale: impl FnOnce(&str) -> Result<T, Unserved>,
+    ) -> Result<T, UnavailableRef<'a>> {
+        let inner = &*self.inner;
+        let unavailable = |partition, code, why| UnavailableRef {
             dependency: &inner.name,
             partition,
             code,
             retry_after: rejection.retry_after,
+            why,
         };
         let tenant = match self.tenant_rule(tenant) {
             Ok(t) => t,
@@ -253,6 +311,7 @@ impl Dependency {
                 return Err(unavailable(
                     PartitionName::Overflow,
                     rejection.fallback.code(),
+                    Unserved::InvalidTenant,
                 ))
             }
         };
@@ -264,40 +323,38 @@ impl Dependency {
                 bump(c(s));
             }
         };
-        let unavailable = |code| unavailable(partition, code);
+        let unavailable = |code, why| unavailable(partition, code, why);
         match rejection.fallback {
             Fallback::Error { code } => {
                 count(|s| &s.fallback_error_total);
-                Err(unavailable(Some(code)))
+                Err(unavailable(Some(code), Unserved::ErrorFallback))
             }
-            Fallback::Degraded => match degraded.and_then(|f| f()) {
-                Some(v) => {
-                    count(|s| &s.fallback_degraded_total);
-                    Ok(v)
-                }
-                None => {
-                    count(|s| &s.fallback_failures_total);
-                    Err(unavailable(None))
-                }
-            },
-            Fallback::Stale { max_staleness } => {
-                let owner = tenant.unwrap_or(GLOBAL);
-                let key = cache_key.unwrap_or(DEFAULT_CACHE_KEY);
-                let hit = inner
-                    .stale
-                    .get()
-                    .and_then(|c| c.get::<T>(owner, key, inner.clock.now(), *max_staleness));
-                match hit {
-                    Some(v) => {
-                        count(|s| &s.fallback_stale_total);
+            Fallback::Degraded => {
+                let served = match degraded {
+                    None => Err(Unserved::NoDegraded),
+                    Some(f) => f().ok_or(Unserved::DegradedFailed),
+                };
+                match served {
+                    Ok(v) => {
+                        count(|s| &s.fallback_degraded_total);
                         Ok(v)
                     }
-                    None => {
+                    Err(why) => {
                         count(|s| &s.fallback_failures_total);
-                        Err(unavailable(None))
+                        Err(unavailable(None, why))
                     }
                 }
             }
+            Fallback::Stale { .. } => match stale(tenant.unwrap_or(GLOBAL)) {
+                Ok(v) => {
+                    count(|s| &s.fallback_stale_total);
+                    Ok(v)
+                }
+                Err(why) => {
+                    count(|s| &s.fallback_failures_total);
+                    Err(unavailable(None, why))
+                }
+            },
         }
     }
 
@@ -345,19 +402,6 @@ impl Dependency {
         }
     }
 
-    pub(crate) fn reject_to_error<T, E>(
-        &self,
-        tenant: Option<&str>,
-        r: &Rejection<'_>,
-    ) -> Result<T, CallError<E>> {
-        if !r.reason.serves_fallback() {
-            return Err(CallError::DeadlineExpired);
-        }
-        self.serve_fallback::<NoValue>(tenant, r, None, None::<fn() -> Option<NoValue>>)
-            .map_err(CallError::Unavailable)
-            .map(|never| match never {})
-    }
-
     /// Runs `f` if admitted and records its outcome; otherwise serves the
     /// fallback, which with no cache key or degraded behaviour can only be
     /// [`CallError::Unavailable`]. See [`call_with`](Self::call_with).
@@ -368,28 +412,16 @@ impl Dependency {
         deadline: Option<Instant>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        // A panic in `f` drops the permit, which records `Cancelled` (C13).
-        match self.admit(tenant, deadline) {
-            Ok(Decision::Admitted(p)) => self.finish(p, f()),
-            Ok(Decision::Rejected(r)) => self.refused(tenant, &r),
-            Err(e) => Err(e.into()),
+        // A panic in `f` drops the running call, which records `Cancelled`
+        // (C13), or a slow failure past `slow_call` (C10).
+        match self.begin(tenant, deadline)? {
+            Begun::Running(call) => finish(call, f()),
+            Begun::Refused(refused) => refused_nothing(refused),
         }
     }
 
-    /// `call`'s error for a refusal. Out of line: built in the caller, the
-    /// error's value was merged with the admitted path's result through
-    /// the stack, which cost the healthy call more than the breaker did.
-    #[inline(never)]
-    pub(crate) fn refused<T, E>(
-        &self,
-        tenant: Option<&str>,
-        r: &Rejection<'_>,
-    ) -> Result<T, CallError<E>> {
-        self.reject_to_error(tenant, r)
-    }
-
     /// Like [`call`](Self::call), with a stale-cache key, a degraded
-    /// behaviour and a classifier ([`CallOptions`]): a value is kept for `stale` fallbacks as
+    /// behaviour and classifiers ([`CallOptions`]): a value is kept for `stale` fallbacks as
     /// [`keep_stale`](Self::keep_stale) says; a rejection serves the declared fallback (C3, C4).
     ///
     /// ```
@@ -421,29 +453,29 @@ impl Dependency {
         options: CallOptions<'_, T, E>,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => self.finish_with(tenant, p, &options, f()),
-            Decision::Rejected(r) => self.refused_with(tenant, &r, options),
+        match self.begin(tenant, deadline)? {
+            Begun::Running(call) => finish_with(call, &options, f()),
+            Begun::Refused(refused) => refused_with(refused, options),
         }
     }
 
     /// The async twin of [`call`](Self::call). If the returned future is
-    /// dropped mid-call, the permit records `Cancelled` (C10, C13).
+    /// dropped mid-call, the call is given up ([`Running::given_up`]):
+    /// cancelled, or a slow failure once it ran `slow_call` (C10, C13).
     pub async fn call_async<T, E: 'static>(
         &self,
         tenant: Option<&str>,
         deadline: Option<Instant>,
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
-        match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => self.finish(p, fut.await),
-            Decision::Rejected(r) => self.reject_to_error(tenant, &r),
+        match self.begin(tenant, deadline)? {
+            Begun::Running(call) => finish(call, fut.await),
+            Begun::Refused(refused) => refused_nothing(refused),
         }
     }
 
     /// The async twin of [`call_with`](Self::call_with). If the returned
-    /// future is dropped mid-call, the permit records `Cancelled` (C10,
-    /// C13).
+    /// future is dropped mid-call, the call is given up (C10, C13).
     pub async fn call_async_with<T: Clone + Send + Sync + 'static, E: 'static>(
         &self,
         tenant: Option<&str>,
@@ -451,58 +483,78 @@ impl Dependency {
         options: CallOptions<'_, T, E>,
         fut: impl Future<Output = Result<T, E>>,
     ) -> Result<T, CallError<E>> {
-        match self.admit(tenant, deadline).map_err(CallError::from)? {
-            Decision::Admitted(p) => self.finish_with(tenant, p, &options, fut.await),
-            Decision::Rejected(r) => self.refused_with(tenant, &r, options),
+        match self.begin(tenant, deadline)? {
+            Begun::Running(call) => finish_with(call, &options, fut.await),
+            Begun::Refused(refused) => refused_with(refused, options),
         }
     }
+}
 
-    /// The result of a call admitted by `p` as `call_with` returns it: its
-    /// outcome recorded (classified by `options`, C17), a success kept for
-    /// `stale` fallbacks.
-    fn finish_with<T: Clone + Send + Sync + 'static, E: 'static>(
-        &self,
-        tenant: Option<&str>,
-        p: Permit<'_>,
-        options: &CallOptions<'_, T, E>,
-        out: Result<T, E>,
-    ) -> Result<T, CallError<E>> {
-        let counted = p.finish(&out, |e| self.classify_error(e, options.classify));
-        if let Ok(v) = &out {
-            self.keep_stale(tenant, options.cache_key, counted, || v.clone());
+/// The call's result as [`Dependency::call`] returns it, its outcome
+/// recorded (an error's by the dependency's classifier, C17).
+#[inline(always)]
+fn finish<'a, T, E: 'static>(
+    call: Running<'a, Permit<'a>>,
+    out: Result<T, E>,
+) -> Result<T, CallError<E>> {
+    // The result moves straight through, without being borrowed across
+    // the record.
+    match out {
+        Ok(v) => {
+            call.end(Outcome::Success);
+            Ok(v)
         }
-        out.map_err(CallError::Inner)
-    }
-
-    /// `call_with`'s answer to a refusal: the declared fallback (C3, C4).
-    fn refused_with<T: Clone + Send + Sync + 'static, E>(
-        &self,
-        tenant: Option<&str>,
-        r: &Rejection<'_>,
-        options: CallOptions<'_, T, E>,
-    ) -> Result<T, CallError<E>> {
-        if !r.reason.serves_fallback() {
-            return Err(CallError::DeadlineExpired);
+        Err(e) => {
+            call.end_err(&e, None);
+            Err(CallError::Inner(e))
         }
-        self.serve_fallback(tenant, r, options.cache_key, options.degraded)
-            .map_err(CallError::Unavailable)
     }
+}
 
-    /// The call's result as [`Dependency::call`] returns it, its outcome
-    /// recorded by `p`, an error's by [`Dependency::classify`] (C17).
-    #[inline(always)]
-    fn finish<T, E: 'static>(&self, p: Permit<'_>, out: Result<T, E>) -> Result<T, CallError<E>> {
-        // `Permit::finish` spelled out: the result moves straight through,
-        // without being borrowed across the record.
-        match out {
-            Ok(v) => {
-                p.record(Outcome::Success);
-                Ok(v)
-            }
-            Err(e) => {
-                p.record(self.classify_error(&e, None));
-                Err(CallError::Inner(e))
-            }
+/// `call`'s error for a refusal. Out of line: built in the caller, the
+/// error's value was merged with the admitted path's result through
+/// the stack, which cost the healthy call more than the breaker did.
+#[inline(never)]
+fn refused_nothing<T, E>(refused: Refused<'_>) -> Result<T, CallError<E>> {
+    Err(refused.serve_nothing().into())
+}
+
+/// The result of a running call as `call_with` returns it: its outcome
+/// recorded (classified by `options`, C17), a success kept for `stale`
+/// fallbacks.
+fn finish_with<'a, T: Clone + Send + Sync + 'static, E: 'static>(
+    call: Running<'a, Permit<'a>>,
+    options: &CallOptions<'_, T, E>,
+    out: Result<T, E>,
+) -> Result<T, CallError<E>> {
+    match out {
+        Ok(v) => {
+            call.end_ok(&v, options.classify_ok)
+                .keep(options.cache_key, || v.clone());
+            Ok(v)
+        }
+        Err(e) => {
+            call.end_err(&e, options.classify);
+            Err(CallError::Inner(e))
+        }
+    }
+}
+
+/// `call_with`'s answer to a refusal: the declared fallback (C3, C4).
+fn refused_with<T: Clone + Send + Sync + 'static, E>(
+    refused: Refused<'_>,
+    options: CallOptions<'_, T, E>,
+) -> Result<T, CallError<E>> {
+    refused
+        .serve(options.cache_key, options.degraded)
+        .map_err(CallError::from)
+}
+
+impl<E> From<NotServed<'_>> for CallError<E> {
+    fn from(e: NotServed<'_>) -> Self {
+        match e {
+            NotServed::DeadlineExpired => CallError::DeadlineExpired,
+            NotServed::Unavailable(u) => CallError::Unavailable(u.into_owned()),
         }
     }
 }
@@ -512,4 +564,4 @@ impl Dependency {
 /// serving can only fail. (A type a caller can name, such as `()`, could
 /// have been cached by a `call_with` under the default key.)
 #[derive(Clone, Copy)]
-enum NoValue {}
+pub(crate) enum NoValue {}

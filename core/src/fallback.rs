@@ -79,6 +79,54 @@ pub struct DependencyUnavailable {
     pub code: Option<String>,
     /// Time until the breaker next admits a probe, when known.
     pub retry_after: Option<Duration>,
+    /// Why no fallback served (C4).
+    pub why: Unserved,
+}
+
+/// Why a refused call was served no fallback (C4): its error's message
+/// says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unserved {
+    /// The declared fallback is `error`: its code is the answer.
+    ErrorFallback,
+    /// `stale`: no good value was cached for the call's key.
+    NoValueCached,
+    /// `stale`: the cached value is older than `max_staleness`, by `by`.
+    TooOld {
+        /// How much older than `max_staleness` it is.
+        by: Duration,
+    },
+    /// `degraded`: the call gave no degraded behaviour.
+    NoDegraded,
+    /// `degraded`: the degraded behaviour failed (a binding chains its
+    /// error to the refusal).
+    DegradedFailed,
+    /// The tenant id is not one (C9): nothing is served to it.
+    InvalidTenant,
+}
+
+impl Unserved {
+    /// The reason in words, as the refusal's message ends.
+    pub fn describe(self) -> String {
+        match self {
+            Unserved::ErrorFallback => "the declared fallback is an error".to_string(),
+            Unserved::NoValueCached => "no value cached for that key".to_string(),
+            Unserved::TooOld { by } => format!(
+                "the cached value is older than max_staleness by {:.3}s",
+                by.as_secs_f64()
+            ),
+            Unserved::NoDegraded => "no degraded behaviour was given".to_string(),
+            Unserved::DegradedFailed => "the degraded behaviour failed".to_string(),
+            Unserved::InvalidTenant => "the tenant id is invalid".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Unserved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl DependencyUnavailable {
@@ -89,6 +137,7 @@ impl DependencyUnavailable {
             partition: PartitionName::of(&self.partition),
             code: self.code.as_deref(),
             retry_after: self.retry_after,
+            why: self.why,
         }
     }
 }
@@ -153,6 +202,8 @@ pub struct UnavailableRef<'a> {
     pub code: Option<&'a str>,
     /// Time until the breaker next admits a probe, when known.
     pub retry_after: Option<Duration>,
+    /// Why no fallback served (C4).
+    pub why: Unserved,
 }
 
 impl UnavailableRef<'_> {
@@ -163,6 +214,7 @@ impl UnavailableRef<'_> {
             partition: self.partition.as_str().to_owned(),
             code: self.code.map(str::to_owned),
             retry_after: self.retry_after,
+            why: self.why,
         }
     }
 }
@@ -176,6 +228,9 @@ impl fmt::Display for UnavailableRef<'_> {
         )?;
         if let Some(code) = self.code {
             write!(f, " ({code})")?;
+        }
+        if self.why != Unserved::ErrorFallback {
+            write!(f, ": {}", self.why)?;
         }
         if let Some(r) = self.retry_after {
             write!(f, "; retry after {:.3}s", r.as_secs_f64())?;
@@ -316,20 +371,26 @@ impl StaleCache {
         self.trimming.store(false, Ordering::Release);
     }
 
-    /// The value for (owner, key) if it is a `T` no older than `max_age`.
+    /// The value for (owner, key) if it is a `T` no older than `max_age`,
+    /// else why not (C4).
     pub(crate) fn get<T: Clone + Send + Sync + 'static>(
         &self,
         owner: &str,
         key: &str,
         now: Instant,
         max_age: Duration,
-    ) -> Option<T> {
+    ) -> Result<T, Unserved> {
         let map = self.map.pin();
-        let (at, v) = map.get(&Lookup(owner, key))?;
-        if now.saturating_duration_since(*at) > max_age {
-            return None;
+        let (at, v) = map
+            .get(&Lookup(owner, key))
+            .ok_or(Unserved::NoValueCached)?;
+        let age = now.saturating_duration_since(*at);
+        if age > max_age {
+            return Err(Unserved::TooOld { by: age - max_age });
         }
-        v.downcast_ref::<T>().cloned()
+        v.downcast_ref::<T>()
+            .cloned()
+            .ok_or(Unserved::NoValueCached)
     }
 
     /// Entries held.
@@ -379,6 +440,7 @@ mod tests {
             partition: "acme".into(),
             code: Some("PAYMENT_UNAVAILABLE".into()),
             retry_after: Some(Duration::from_millis(1_500)),
+            why: Unserved::ErrorFallback,
         };
         assert_eq!(
             e.to_string(),
@@ -387,9 +449,13 @@ mod tests {
         );
         e.code = None;
         e.retry_after = None;
+        e.why = Unserved::TooOld {
+            by: Duration::from_millis(250),
+        };
         assert_eq!(
             e.to_string(),
-            "dependency `payments_client` is unavailable for partition `acme`"
+            "dependency `payments_client` is unavailable for partition `acme`: \
+             the cached value is older than max_staleness by 0.250s"
         );
     }
 
@@ -398,10 +464,10 @@ mod tests {
         let c = StaleCache::new(16, Duration::from_secs(10));
         c.put("acme", "k", t(1_000), 7u32);
         let max = Duration::from_secs(10);
-        assert_eq!(c.get::<u32>("acme", "k", t(11_000), max), Some(7));
-        assert_eq!(c.get::<u32>("acme", "k", t(11_001), max), None);
+        assert_eq!(c.get::<u32>("acme", "k", t(11_000), max).ok(), Some(7));
+        assert_eq!(c.get::<u32>("acme", "k", t(11_001), max).ok(), None);
         // A reading from before the write (another thread's clock) serves it.
-        assert_eq!(c.get::<u32>("acme", "k", t(500), max), Some(7));
+        assert_eq!(c.get::<u32>("acme", "k", t(500), max).ok(), Some(7));
         assert!(format!("{c:?}").contains("len: 1"));
     }
 
@@ -423,7 +489,8 @@ mod tests {
         assert_eq!(c.len(), 17);
         for i in 0..16u32 {
             assert_eq!(
-                c.get::<u32>("acme", &format!("new{i}"), t(20_000), max),
+                c.get::<u32>("acme", &format!("new{i}"), t(20_000), max)
+                    .ok(),
                 Some(i)
             );
         }
@@ -456,16 +523,18 @@ mod tests {
         for i in 0..4000u32 {
             let k = format!("k{i}");
             assert_eq!(
-                c.get::<u32>("acme", &k, t(0), Duration::from_secs(60)),
+                c.get::<u32>("acme", &k, t(0), Duration::from_secs(60)).ok(),
                 Some(i)
             );
             assert_eq!(
-                c.get::<u32>("globex", &k, t(0), Duration::from_secs(60)),
+                c.get::<u32>("globex", &k, t(0), Duration::from_secs(60))
+                    .ok(),
                 None
             );
             let other = format!("x{i}");
             assert_eq!(
-                c.get::<u32>("acme", &other, t(0), Duration::from_secs(60)),
+                c.get::<u32>("acme", &other, t(0), Duration::from_secs(60))
+                    .ok(),
                 None
             );
         }
@@ -497,21 +566,25 @@ mod tests {
         assert!(c.len() <= 1000, "{} entries", c.len());
         // The newest value is served; one older than max_age is not.
         assert_eq!(
-            c.get::<u32>("acme", "k9999", t(100), Duration::from_secs(60)),
+            c.get::<u32>("acme", "k9999", t(100), Duration::from_secs(60))
+                .ok(),
             Some(9999)
         );
         assert_eq!(
-            c.get::<u32>("acme", "k9999", t(200), Duration::from_secs(60)),
+            c.get::<u32>("acme", "k9999", t(200), Duration::from_secs(60))
+                .ok(),
             None
         );
         // Keys are (owner, key): another tenant's value is not served.
         assert_eq!(
-            c.get::<u32>("globex", "k9999", t(100), Duration::from_secs(60)),
+            c.get::<u32>("globex", "k9999", t(100), Duration::from_secs(60))
+                .ok(),
             None
         );
         // A value of another type is not served as this one.
         assert_eq!(
-            c.get::<String>("acme", "k9999", t(100), Duration::from_secs(60)),
+            c.get::<String>("acme", "k9999", t(100), Duration::from_secs(60))
+                .ok(),
             None
         );
     }

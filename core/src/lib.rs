@@ -90,12 +90,14 @@ pub mod tracing;
 mod window;
 
 pub use bank::Bank;
-pub use call::{CallError, CallOptions, Classifier};
+pub use call::{
+    Begun, CallError, CallOptions, Classifier, Ended, NotServed, Raw, Recording, Refused, Running,
+};
 pub use clock::{Clock, Instant, ManualClock, MonotonicClock};
 pub use dependency::{Decision, Dependency, HeldPermit, Inspection, Permit, RawPermit, Stuck};
 pub use events::{Event, EventKind, EVENT_QUEUE};
 pub use fallback::{
-    DependencyUnavailable, Fallback, FallbackKind, PartitionName, UnavailableRef,
+    DependencyUnavailable, Fallback, FallbackKind, PartitionName, UnavailableRef, Unserved,
     STALE_CACHE_CAPACITY,
 };
 pub use metrics::{

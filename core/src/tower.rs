@@ -6,23 +6,26 @@
 //!   when its response future completes: a response is what the response
 //!   classifier says (a success by default; an HTTP client counts its
 //!   5xx as failures with [`BreakerLayer::classify_response`]), an error
-//!   what the error classifier says (C17: a failure by default). A
-//!   response future dropped before it completes records
-//!   [`Outcome::Cancelled`] (C10, C13): a probe's slot is given back.
+//!   what the layer's error classifier says, else the dependency's
+//!   ([`Dependency::set_classify`]), else a failure (C17). A response
+//!   future dropped before it completes is a call given up (C10, C13):
+//!   cancelled, its probe slot given back, or a slow failure once it ran
+//!   `slow_call`, so a server that hangs trips the breaker.
 //! - Refused: the inner service is not called. The future answers at once
 //!   with the dependency's declared fallback: a `degraded` dependency's
 //!   response from [`BreakerLayer::degraded`], otherwise
-//!   [`CallError::Unavailable`] carrying [`DependencyUnavailable`](crate::DependencyUnavailable)
-//!   (C3, C4). A `stale` fallback is served nothing by the layer: responses
-//!   are not values it can keep.
+//!   [`CallError::Unavailable`] carrying [`DependencyUnavailable`](crate::DependencyUnavailable),
+//!   which says why (C3, C4). A `stale` fallback is served nothing by the
+//!   layer: responses are not values it can keep.
 //!
 //! `poll_ready` is the inner service's: readiness is the inner service's
 //! to say (a connection pool, a concurrency limit), and the breaker decides
 //! in `call`, where the request (and so its tenant) is known. A refused
 //! call leaves the readiness it was given unused, as tower allows.
 //!
-//! The layer holds no breaker logic: it is [`Dependency::admit`],
-//! [`Dependency::record_raw`] and [`Dependency::serve_fallback`].
+//! The layer holds no breaker logic: it drives the core's one call,
+//! [`Dependency::begin`], a [`Running`] call's end and a [`Refused`] one's
+//! fallback.
 //!
 //! ```
 //! use breakerbank::tower::BreakerLayer;
@@ -66,9 +69,9 @@
 //! # });
 //! ```
 
-use crate::call::CallError;
-use crate::dependency::{Decision, Dependency, RawPermit};
-use crate::outcome::{Outcome, Rejection};
+use crate::call::{Begun, CallError, Raw, Refused, Running};
+use crate::dependency::{Dependency, RawPermit};
+use crate::outcome::Outcome;
 use crate::sync::StdArc;
 use pin_project_lite::pin_project;
 use std::fmt;
@@ -105,23 +108,24 @@ where
 
 /// What an error of the inner service counts as (C17): a closure
 /// `Fn(&E) -> Outcome` (set with [`BreakerLayer::classify_error`]), or
-/// `()`: the core's rule, [`Outcome::of_error`] (every error a failure).
+/// `()`: the dependency's classifier ([`Dependency::set_classify`]), else
+/// every error a failure.
 pub trait ClassifyError<E> {
-    /// The outcome `error` counts as.
-    fn classify_error(&self, error: &E) -> Outcome;
+    /// The outcome `error` counts as; `None` leaves it to the dependency.
+    fn classify_error(&self, error: &E) -> Option<Outcome>;
 }
 
 impl<E> ClassifyError<E> for () {
     #[inline(always)]
-    fn classify_error(&self, error: &E) -> Outcome {
-        Outcome::of_error(error)
+    fn classify_error(&self, _: &E) -> Option<Outcome> {
+        None
     }
 }
 
 impl<E, F: Fn(&E) -> Outcome> ClassifyError<E> for F {
     #[inline(always)]
-    fn classify_error(&self, error: &E) -> Outcome {
-        self(error)
+    fn classify_error(&self, error: &E) -> Option<Outcome> {
+        Some(self(error))
     }
 }
 
@@ -155,12 +159,24 @@ impl<Resp, F: Fn(&Resp) -> Outcome> ClassifyResponse<Resp> for F {
 pub trait Degrade<Req, Resp> {
     /// The degraded response to `req`, if there is one.
     fn degrade(&self, req: &Req) -> Option<Resp>;
+
+    /// Whether a degraded behaviour was given (C4: a refusal without one
+    /// says so).
+    #[inline(always)]
+    fn given(&self) -> bool {
+        true
+    }
 }
 
 impl<Req, Resp> Degrade<Req, Resp> for () {
     #[inline(always)]
     fn degrade(&self, _: &Req) -> Option<Resp> {
         None
+    }
+
+    #[inline(always)]
+    fn given(&self) -> bool {
+        false
     }
 }
 
@@ -345,6 +361,7 @@ impl<S, T, C, R, D> Breaker<S, T, C, R, D> {
 impl<S, Req, T, C, R, D> tower_service::Service<Req> for Breaker<S, T, C, R, D>
 where
     S: tower_service::Service<Req>,
+    S::Error: 'static,
     T: TenantOf<Req>,
     C: ClassifyError<S::Error>,
     R: ClassifyResponse<S::Response>,
@@ -366,83 +383,63 @@ where
     fn call(&mut self, req: Req) -> Self::Future {
         let policy = &*self.policy;
         let tenant = policy.tenant.tenant_of(&req);
-        match policy.dep.admit(tenant, None) {
-            Ok(Decision::Admitted(p)) => {
-                // Armed before the inner call: if that panics, the permit
-                // is dropped with it and counts as cancelled.
-                let armed = Armed {
-                    policy: self.policy.clone(),
-                    permit: Some(p.into_raw()),
-                };
-                ResponseFuture::called(self.inner.call(req), armed)
+        let permit = match policy.dep.begin(tenant, None) {
+            Ok(Begun::Running(call)) => call.into_raw(),
+            Ok(Begun::Refused(refused)) => {
+                return ResponseFuture::answered(policy.refused(refused, &req))
             }
-            Ok(Decision::Rejected(r)) => ResponseFuture::answered(policy.refused(tenant, &r, &req)),
-            Err(e) => ResponseFuture::answered(Err(e.into())),
-        }
+            Err(e) => return ResponseFuture::answered(Err(e.into())),
+        };
+        // Armed before the inner call: if that panics, the call is given
+        // up with it (C10, C13).
+        let armed = Armed {
+            policy: self.policy.clone(),
+            permit: Some(permit),
+        };
+        ResponseFuture::called(self.inner.call(req), armed)
     }
 }
 
 /// The stale-cache type the layer asks for: no one can have put one, so a
 /// `stale` fallback serves nothing through the layer.
-#[derive(Clone)]
-struct NotCached;
-
 impl<T, C, R, D> Policy<T, C, R, D> {
-    /// A refused request's answer: the declared fallback as the core
-    /// serves and counts it (C3, C4), or the expired deadline (C10).
+    /// A refusal's answer: the degraded response if the layer has one
+    /// (C3), else the refusal's error, saying why (C4). Responses are not
+    /// values a stale cache keeps.
     #[inline(never)]
-    fn refused<Req, Resp, E>(
-        &self,
-        tenant: Option<&str>,
-        r: &Rejection<'_>,
-        req: &Req,
-    ) -> Result<Resp, CallError<E>>
+    fn refused<Req, Resp, E>(&self, refused: Refused<'_>, req: &Req) -> Result<Resp, CallError<E>>
     where
         D: Degrade<Req, Resp>,
     {
-        if !r.reason.serves_fallback() {
-            return Err(CallError::DeadlineExpired);
-        }
-        // The core's fallback values must be `Clone` for its stale cache;
-        // a response need not be, so the degraded one is handed out
-        // beside it.
-        let mut served = None;
-        let degraded = || {
-            served = self.degraded.degrade(req);
-            served.is_some().then_some(NotCached)
-        };
-        match (
-            self.dep.serve_fallback(tenant, r, None, Some(degraded)),
-            served,
-        ) {
-            (Ok(NotCached), Some(response)) => Ok(response),
-            (Err(u), _) => Err(CallError::Unavailable(u)),
-            (Ok(NotCached), None) => Err(CallError::Unavailable(self.dep.unavailable(tenant, r))),
-        }
+        let degraded = self
+            .degraded
+            .given()
+            .then_some(|| self.degraded.degrade(req));
+        refused.serve_uncached(degraded).map_err(CallError::from)
     }
 }
 
-/// An admitted call's permit, owned by its response future: recorded once
-/// when the future completes, or as cancelled when it is dropped first.
 struct Armed<T, C, R, D> {
     policy: StdArc<Policy<T, C, R, D>>,
     permit: Option<RawPermit>,
 }
 
 impl<T, C, R, D> Armed<T, C, R, D> {
+    /// The running call, once: the permit is taken out.
     #[inline(always)]
-    fn record(&mut self, outcome: Outcome) {
-        if let Some(p) = self.permit.take() {
-            self.policy.dep.record_raw(p, outcome);
-        }
+    fn take(&mut self) -> Option<Running<'_, Raw<'_>>> {
+        let permit = self.permit.take()?;
+        Some(Running::raw(&self.policy.dep, permit, None))
     }
 }
 
 impl<T, C, R, D> Drop for Armed<T, C, R, D> {
     fn drop(&mut self) {
         // Only a future dropped before its inner one completed gets here
-        // with its permit (C13).
-        self.record(Outcome::Cancelled);
+        // with its permit: the caller gave up (C10, C13).
+        if let Some(call) = self.take() {
+            call.given_up();
+        }
     }
 }
 
@@ -503,6 +500,7 @@ impl<F, Resp, E, T, C, R, D> fmt::Debug for ResponseFuture<F, Resp, E, T, C, R, 
 impl<F, Resp, E, T, C, R, D> Future for ResponseFuture<F, Resp, E, T, C, R, D>
 where
     F: Future<Output = Result<Resp, E>>,
+    E: 'static,
     C: ClassifyError<E>,
     R: ClassifyResponse<Resp>,
 {
@@ -513,11 +511,24 @@ where
         match self.project().kind.project() {
             KindProj::Called { fut, armed } => {
                 let out = ready!(fut.poll(cx));
-                let outcome = match &out {
-                    Ok(response) => armed.policy.on_response.classify_response(response),
-                    Err(error) => armed.policy.on_error.classify_error(error),
-                };
-                armed.record(outcome);
+                let policy = armed.policy.clone();
+                if let Some(call) = armed.take() {
+                    match &out {
+                        Ok(response) => {
+                            let _ = call.end(policy.on_response.classify_response(response));
+                        }
+                        // The layer's classifier, else the dependency's
+                        // chain (C17).
+                        Err(error) => match policy.on_error.classify_error(error) {
+                            Some(outcome) => {
+                                let _ = call.end(outcome);
+                            }
+                            None => {
+                                call.end_err(error, None);
+                            }
+                        },
+                    }
+                }
                 Poll::Ready(out.map_err(CallError::Inner))
             }
             KindProj::Answered { answer } => Poll::Ready(

@@ -305,7 +305,9 @@ fn c3_error_fallback_fails_fast_with_code_and_retry_after() {
             partition,
             code,
             retry_after,
+            why,
         })) => {
+            assert_eq!(why, breakerbank::Unserved::ErrorFallback);
             assert_eq!(dependency, "payments_client");
             assert_eq!(partition, "acme");
             assert_eq!(code.as_deref(), Some("PAYMENT_UNAVAILABLE"));
@@ -329,6 +331,7 @@ fn c3_c4_degraded_fallback_serves_or_fails_never_succeeds() {
             cache_key: None,
             degraded: Some(Box::new(|| Some("queued"))),
             classify: None,
+            ..Default::default()
         },
         || Ok::<_, ()>("sent"),
     );
@@ -340,6 +343,7 @@ fn c3_c4_degraded_fallback_serves_or_fails_never_succeeds() {
             cache_key: None,
             degraded: Some(Box::new(|| None)),
             classify: None,
+            ..Default::default()
         },
         || Ok::<&str, ()>("sent"),
     );
@@ -369,6 +373,7 @@ fn c3_c4_stale_fallback_serves_last_good_value_within_max_staleness() {
         cache_key: Some("sku-1"),
         degraded: None,
         classify: None,
+        ..Default::default()
     };
     assert_eq!(
         cat.call_with(Some("acme"), None, key(), || Ok::<_, String>(7))
@@ -429,6 +434,7 @@ fn c3_stale_value_outlives_partition_eviction() {
         cache_key: Some("k"),
         degraded: None,
         classify: None,
+        ..Default::default()
     };
     cat.call_with(Some("a"), None, key(), || Ok::<_, ()>(1))
         .unwrap();
@@ -454,6 +460,7 @@ fn c10_call_with_expired_deadline_is_deadline_expired_not_fallback() {
             cache_key: None,
             degraded: Some(Box::new(|| Some(1))),
             classify: None,
+            ..Default::default()
         },
         || Ok::<_, ()>(2),
     );
@@ -855,6 +862,7 @@ fn c3_c5_a_slow_success_counts_as_a_failure_and_is_not_kept_for_stale_fallbacks(
         cache_key: Some("sku-1"),
         degraded: None,
         classify: None,
+        ..Default::default()
     };
     let slow = cat.call_with(None, None, key(), || {
         clock.advance(Duration::from_secs(3));
@@ -887,6 +895,7 @@ fn c3_a_call_without_a_cache_key_is_kept_and_served_under_the_default_key() {
         cache_key: None,
         degraded: None,
         classify: None,
+        classify_ok: None,
     };
     assert_eq!(
         cat.call_with(Some("acme"), None, none(), || Ok::<_, String>(5))
@@ -905,6 +914,7 @@ fn c3_a_call_without_a_cache_key_is_kept_and_served_under_the_default_key() {
             cache_key: Some("other"),
             degraded: None,
             classify: None,
+            ..Default::default()
         },
         || -> Result<i32, String> { panic!("forced open: not called") },
     );

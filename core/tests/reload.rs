@@ -387,6 +387,7 @@ fn c20_stale_cache_is_carried_over() {
         cache_key: Some("sku"),
         degraded: None,
         classify: None,
+        ..Default::default()
     };
     let v: Result<u32, CallError<()>> = d.call_with(None, None, opts(), || Ok(7));
     assert_eq!(v.unwrap(), 7);
@@ -425,6 +426,7 @@ fn c20_a_fallback_becoming_stale_gets_a_cache() {
         cache_key: Some("sku"),
         degraded: None,
         classify: None,
+        ..Default::default()
     };
     let v: Result<u32, CallError<()>> = d.call_with(None, None, opts(), || Ok(3));
     assert_eq!(v.unwrap(), 3);

@@ -78,6 +78,7 @@ fn refused_everywhere(dep: &Dependency, id: &str, rejection: &Rejection<'_>) {
         cache_key: Some("k"),
         degraded: None,
         classify: None,
+        ..Default::default()
     };
     match dep.call_with(Some(id), None, opts, || Ok::<u32, String>(1)) {
         Err(e) => named("call_with", e.to_string()),

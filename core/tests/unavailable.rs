@@ -81,7 +81,9 @@ fn c4_a_refusal_reported_borrowed_is_the_owned_error() {
     );
     assert_eq!(
         u.to_string(),
-        "dependency `email_client` is unavailable for partition `global`"
+        "dependency `email_client` is unavailable for partition `global`: \
+         no degraded behaviour was given",
+        "C4: the message says why no fallback served"
     );
     agree(u, &email.unavailable(None, &r));
 }

@@ -9,7 +9,7 @@
 //! growth across raises).
 
 use crate::held::StrCache;
-use breakerbank::{AdmitError, ConfigError, PartitionName, UnavailableRef};
+use breakerbank::{AdmitError, ConfigError, PartitionName, UnavailableRef, Unserved};
 use pyo3::create_exception;
 use pyo3::exceptions::{
     PyBaseException, PyException, PyKeyError, PyRuntimeError, PyTypeError, PyValueError,
@@ -442,6 +442,7 @@ pub fn unavailable_value<'py>(
         Some(d) => PyFloat::new(py, secs(d)).into_any(),
         None => none,
     };
+    let why = why_value(py, u.why);
     let marker = MARKER.get_or_init(py, || py.get_type::<Unavailable>().unbind());
     let ty = DEPENDENCY_UNAVAILABLE.get_ref(py, None)?;
     // `PyTuple_Pack` and `PyObject_Call` rather than pyo3's tuple and
@@ -453,16 +454,50 @@ pub fn unavailable_value<'py>(
         Bound::from_owned_ptr_or_err(
             py,
             ffi::PyTuple_Pack(
-                5,
+                6,
                 marker.as_ptr(),
                 dependency.as_ptr(),
                 partition.as_ptr(),
                 code.as_ptr(),
                 retry_after.as_ptr(),
+                why.as_ptr(),
             ),
         )?
     };
     new_instance(ty, &args)
+}
+
+/// Why no fallback served (C4), as the exception carries it: a small
+/// int for each reason (CPython keeps those made), the excess age in
+/// seconds, a float, for a value too old.
+fn why_value(py: Python<'_>, why: Unserved) -> Bound<'_, PyAny> {
+    let n: u8 = match why {
+        Unserved::TooOld { by } => return PyFloat::new(py, secs(by)).into_any(),
+        Unserved::NoValueCached => 1,
+        Unserved::NoDegraded => 2,
+        Unserved::DegradedFailed => 3,
+        Unserved::InvalidTenant => 4,
+        // The error fallback, and any reason added later: its code says.
+        _ => 0,
+    };
+    n.into_pyobject(py)
+        .map_or_else(|e| match e {}, |v| v.into_any().to_owned())
+}
+
+/// [`why_value`] read back.
+fn why_of(v: &Bound<'_, PyAny>) -> PyResult<Unserved> {
+    if let Ok(by) = v.cast::<PyFloat>() {
+        let by = Duration::try_from_secs_f64(by.value())
+            .map_err(|e| PyValueError::new_err(format!("why: {e}")))?;
+        return Ok(Unserved::TooOld { by });
+    }
+    Ok(match v.extract::<u8>()? {
+        1 => Unserved::NoValueCached,
+        2 => Unserved::NoDegraded,
+        3 => Unserved::DegradedFailed,
+        4 => Unserved::InvalidTenant,
+        _ => Unserved::ErrorFallback,
+    })
 }
 
 /// `BaseException`'s `tp_new` and `tp_init` slots (a static type's slots
@@ -529,7 +564,8 @@ fn new_instance<'py>(
 static MARKER: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// Marks the arguments of a `DependencyUnavailable` that breakerbank
-/// raised: `(_Unavailable, dependency, partition, code, retry_after)`, the
+/// raised: `(_Unavailable, dependency, partition, code, retry_after,
+/// why)`, the
 /// attributes as Python values, from which the message (`str`, `repr`,
 /// `args`) is made when read, so a rejection formats nothing and makes no
 /// object besides the exception and its arguments. A type, so that it
@@ -545,6 +581,7 @@ struct Carried<'py> {
     partition: Bound<'py, PyAny>,
     code: Bound<'py, PyAny>,
     retry_after: Bound<'py, PyAny>,
+    why: Bound<'py, PyAny>,
 }
 
 impl<'py> Carried<'py> {
@@ -552,7 +589,7 @@ impl<'py> Carried<'py> {
     /// breakerbank's.
     fn of(raw: &Bound<'py, PyAny>) -> Option<Self> {
         let t = raw.cast::<PyTuple>().ok()?;
-        if t.len() != 5 || !t.get_item(0).ok()?.is(raw.py().get_type::<Unavailable>()) {
+        if t.len() != 6 || !t.get_item(0).ok()?.is(raw.py().get_type::<Unavailable>()) {
             return None;
         }
         Some(Self {
@@ -560,6 +597,7 @@ impl<'py> Carried<'py> {
             partition: t.get_item(2).ok()?,
             code: t.get_item(3).ok()?,
             retry_after: t.get_item(4).ok()?,
+            why: t.get_item(5).ok()?,
         })
     }
 
@@ -580,6 +618,7 @@ impl<'py> Carried<'py> {
             partition: PartitionName::of(partition.to_str()?),
             code,
             retry_after,
+            why: why_of(&self.why)?,
         };
         Ok(u.to_string())
     }

@@ -200,7 +200,10 @@ impl Dependency {
         // One tuning for the whole record (C20).
         let tuning = inner.tuning();
         let mut verdict = verdict_of(outcome);
-        if let (Verdict::Success, Some(slow), Some(took)) = (verdict, tuning.config.slow_call, took)
+        // C10: a call that ran `slow_call` is a slow failure, whether it
+        // returned or was given up (a dependency that hangs trips).
+        if let (Verdict::Success | Verdict::Cancelled, Some(slow), Some(took)) =
+            (verdict, tuning.config.slow_call, took)
         {
             if took >= slow {
                 verdict = Verdict::Failure;
