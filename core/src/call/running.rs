@@ -90,6 +90,8 @@ pub trait Recording<'a>: sealed::Sealed {
     /// Records `outcome`, returning it as counted (C5, C10: a call at
     /// least `slow_call` long is a failure).
     fn record(self, outcome: Outcome) -> Outcome;
+    /// Gives the permit back uncounted (C17: the call never ran).
+    fn withdraw(self);
 }
 
 impl sealed::Sealed for Permit<'_> {}
@@ -111,6 +113,11 @@ impl<'a> Recording<'a> for Permit<'a> {
         let this = ManuallyDrop::new(self);
         this.dep.record_fast(this.raw, this.part, outcome)
     }
+
+    fn withdraw(self) {
+        let this = ManuallyDrop::new(self);
+        this.dep.withdraw(this.raw);
+    }
 }
 
 impl sealed::Sealed for &HeldPermit {}
@@ -127,6 +134,10 @@ impl<'a> Recording<'a> for &'a HeldPermit {
     /// A permit recorded already keeps its first outcome (C13).
     fn record(self, outcome: Outcome) -> Outcome {
         HeldPermit::record(self, outcome).unwrap_or_else(|first| first)
+    }
+
+    fn withdraw(self) {
+        HeldPermit::withdraw(self);
     }
 }
 
@@ -161,6 +172,11 @@ impl<'a> Recording<'a> for Raw<'a> {
     fn record(self, outcome: Outcome) -> Outcome {
         let this = ManuallyDrop::new(self);
         this.dep.record_data(this.raw, outcome)
+    }
+
+    fn withdraw(self) {
+        let this = ManuallyDrop::new(self);
+        this.dep.withdraw(this.raw);
     }
 }
 
@@ -327,6 +343,16 @@ impl<'a, P: Recording<'a>> Running<'a, P> {
         }
     }
 
+    /// The call never ran: the caller's mistake, found only once it was
+    /// admitted (a binding's callable that turned out to be of the wrong
+    /// form, C17). The permit is given back, its probe slot returned, and
+    /// nothing is counted: the refusal is the caller's error, not the
+    /// dependency's.
+    #[inline]
+    pub fn not_run(self) {
+        self.permit.withdraw();
+    }
+
     /// The caller stopped waiting (a deadline, a timeout, a cancelled
     /// task, a dropped future): cancelled, or a slow failure if the call
     /// ran at least `slow_call` (C10). Returns the outcome as counted.
@@ -392,6 +418,20 @@ impl fmt::Display for NotServed<'_> {
 }
 
 impl<'a> Refused<'a> {
+    /// The refused call of `rejection`, which `dependency` gave for
+    /// `tenant`: for a binding that kept the refusal's parts.
+    pub fn of(
+        dependency: &'a Dependency,
+        tenant: Option<&'a str>,
+        rejection: Rejection<'a>,
+    ) -> Self {
+        Refused {
+            dep: dependency,
+            tenant,
+            rejection,
+        }
+    }
+
     /// The refusal: its reason, the declared fallback, `retry_after`.
     #[inline]
     pub fn rejection(&self) -> &Rejection<'a> {

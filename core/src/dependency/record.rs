@@ -317,6 +317,29 @@ impl Dependency {
         true
     }
 
+    /// A permit whose call never ran, the caller's mistake found after
+    /// admission (C17): its probe slot is given back, nothing is counted.
+    pub(crate) fn withdraw(&self, permit: PermitData) {
+        let inner = &*self.inner;
+        let Some(part) = self.partition_by_slot(permit.slot) else {
+            return;
+        };
+        let r = part.cell.record(
+            &inner.tuning().policy,
+            &*inner.clock,
+            permit.generation,
+            permit.probe,
+            Verdict::Cancelled,
+            false,
+        );
+        if let (true, Some(table)) = (permit.probe, &inner.table) {
+            table.note_evictable();
+        }
+        if let Recorded::Transition(t) = r {
+            self.on_transition(permit.slot, part, &t, EventKind::Transition);
+        }
+    }
+
     /// Ranks a tenant partition that just counted a failure for LRU
     /// eviction: its side part, where the tick lives, exists by now.
     pub(crate) fn touch_failed(&self, slot: u32, part: &Partition) {
