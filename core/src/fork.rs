@@ -4,7 +4,7 @@
 //!
 //! A child has only the thread that forked: the bank's event dispatcher
 //! and sweep threads, and the coarse clock's ticker, stay in the parent.
-//! A `pthread_atfork` child handler counts the fork ([`epoch`]); each
+//! A `pthread_atfork` child handler counts the fork (`epoch`); each
 //! thread's owner notes the count it started its thread in, so a copy in
 //! a child sees its thread is gone, and starts it again, with one relaxed
 //! load on the paths that wake or feed a thread (a trip, an event), never
