@@ -414,9 +414,12 @@ impl Dependency {
     ) -> Result<T, CallError<E>> {
         // A panic in `f` drops the running call, which records `Cancelled`
         // (C13), or a slow failure past `slow_call` (C10).
-        match self.begin(tenant, deadline)? {
-            Begun::Running(call) => finish(call, f()),
-            Begun::Refused(refused) => refused_nothing(refused),
+        // `begin` spelled out: the admission's answer is matched where
+        // it is made, so the permit stays in registers (`Begun` is a
+        // wider value than `Decision`).
+        match self.admit(tenant, deadline)? {
+            Decision::Admitted(permit) => finish(Running::new(tenant, permit), f()),
+            Decision::Rejected(r) => refused_nothing(Refused::of(self, tenant, r)),
         }
     }
 

@@ -253,6 +253,12 @@ impl<'a> Running<'a, &'a HeldPermit> {
 }
 
 impl<'a> Running<'a, Permit<'a>> {
+    /// The running call of `permit`, admitted for `tenant`.
+    #[inline(always)]
+    pub(crate) fn new(tenant: Option<&'a str>, permit: Permit<'a>) -> Self {
+        Running { tenant, permit }
+    }
+
     /// The permit as plain data, to end later through
     /// [`Running::raw`]; the caller now owes that end (nothing is
     /// recorded on drop).
@@ -420,6 +426,7 @@ impl fmt::Display for NotServed<'_> {
 impl<'a> Refused<'a> {
     /// The refused call of `rejection`, which `dependency` gave for
     /// `tenant`: for a binding that kept the refusal's parts.
+    #[inline(always)]
     pub fn of(
         dependency: &'a Dependency,
         tenant: Option<&'a str>,
