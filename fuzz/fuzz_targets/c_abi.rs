@@ -772,6 +772,10 @@ impl Harness {
         if b.is_null() || !out_ok || s.decoded.is_err() {
             errors.push(BB_ERR_INVALID_ARGUMENT);
         }
+        // Bytes that are not UTF-8 are a tenant id that is not one (C9).
+        if !s.ptr.is_null() && s.decoded.is_err() {
+            errors.push(BB_ERR_INVALID_TENANT);
+        }
         if dep >= self.ndeps {
             errors.push(BB_ERR_UNKNOWN_DEPENDENCY);
         } else if !errors.is_empty() && tenant_matters {
@@ -784,18 +788,22 @@ impl Harness {
     }
 
     /// `BB_ERR_TENANT_REQUIRED` for a missing or empty tenant on a
-    /// tenant-scoped dependency, `BB_ERR_INVALID_TENANT` for one longer
-    /// than `MAX_TENANT_LEN` bytes (C9), else `BB_OK`.
+    /// tenant-scoped dependency, `BB_ERR_INVALID_TENANT` for one that is
+    /// not a tenant id (C9), else `BB_OK`.
     fn tenant_status(&self, dep: u32, s: &Str) -> bb_status {
         let Some(d) = self.rust(0).dependency_by_id(dep) else {
             return BB_ERR_UNKNOWN_DEPENDENCY;
         };
         let empty =
             matches!(&s.decoded, Ok(None)) || matches!(&s.decoded, Ok(Some(t)) if t.is_empty());
-        let long = matches!(&s.decoded, Ok(Some(t)) if t.len() > breakerbank::MAX_TENANT_LEN);
+        // C9: 1 to MAX_TENANT_LEN bytes, no control character, not a
+        // reserved name.
+        let invalid = matches!(&s.decoded, Ok(Some(t)) if t.len() > breakerbank::MAX_TENANT_LEN
+            || breakerbank::RESERVED_TENANT_IDS.contains(&t.as_str())
+            || t.chars().any(char::is_control));
         if d.is_tenant_scoped() && empty {
             BB_ERR_TENANT_REQUIRED
-        } else if d.is_tenant_scoped() && long {
+        } else if d.is_tenant_scoped() && invalid {
             BB_ERR_INVALID_TENANT
         } else {
             BB_OK
