@@ -106,26 +106,21 @@ pub enum Unserved {
     InvalidTenant,
 }
 
-impl Unserved {
+impl fmt::Display for Unserved {
     /// The reason in words, as the refusal's message ends.
-    pub fn describe(self) -> String {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Unserved::ErrorFallback => "the declared fallback is an error".to_string(),
-            Unserved::NoValueCached => "no value cached for that key".to_string(),
-            Unserved::TooOld { by } => format!(
+            Unserved::ErrorFallback => f.write_str("the declared fallback is an error"),
+            Unserved::NoValueCached => f.write_str("no value cached for that key"),
+            Unserved::TooOld { by } => write!(
+                f,
                 "the cached value is older than max_staleness by {:.3}s",
                 by.as_secs_f64()
             ),
-            Unserved::NoDegraded => "no degraded behaviour was given".to_string(),
-            Unserved::DegradedFailed => "the degraded behaviour failed".to_string(),
-            Unserved::InvalidTenant => "the tenant id is invalid".to_string(),
+            Unserved::NoDegraded => f.write_str("no degraded behaviour was given"),
+            Unserved::DegradedFailed => f.write_str("the degraded behaviour failed"),
+            Unserved::InvalidTenant => f.write_str("the tenant id is invalid"),
         }
-    }
-}
-
-impl fmt::Display for Unserved {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.describe())
     }
 }
 
