@@ -185,6 +185,20 @@ where
     svc.ready().await?.call(req).await
 }
 
+/// Requests to a port that was just free, where nothing listens: each
+/// fails to connect.
+async fn refused_connection() -> impl Fn() -> Request<Empty<Bytes>> {
+    let closed = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    move || {
+        Request::get(format!("http://{closed}/ok"))
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    }
+}
+
 #[tokio::test]
 async fn c5_http_5xx_trips_and_open_refuses_without_reaching_the_server() {
     let server = Server::start().await;
@@ -244,16 +258,7 @@ async fn c17_without_a_response_classifier_every_response_is_a_success() {
 
 #[tokio::test]
 async fn c17_connection_errors_count_as_the_error_classifier_says() {
-    // A port that was just free: nothing listens there.
-    let closed = {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        l.local_addr().unwrap()
-    };
-    let req = || {
-        Request::get(format!("http://{closed}/ok"))
-            .body(Empty::<Bytes>::new())
-            .unwrap()
-    };
+    let req = refused_connection().await;
 
     // Default: every error is a failure.
     let (_bank, dep) = quotes("global", ERROR_FALLBACK);
@@ -394,15 +399,7 @@ async fn c1_clones_of_a_layered_service_share_one_breaker_across_tasks() {
 
 #[tokio::test]
 async fn c17_the_layer_without_an_error_classifier_uses_the_dependencys() {
-    let closed = {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        l.local_addr().unwrap()
-    };
-    let req = || {
-        Request::get(format!("http://{closed}/ok"))
-            .body(Empty::<Bytes>::new())
-            .unwrap()
-    };
+    let req = refused_connection().await;
     let (bank, dep) = quotes("global", ERROR_FALLBACK);
     // The dependency's default: a refused connection is not an outage.
     dep.set_classify(|e| e.downcast_ref::<BoxError>().map(|_| Outcome::Cancelled))
