@@ -13,6 +13,12 @@ use std::time::Duration;
 
 #[cfg(test)]
 mod fields;
+mod slo;
+
+pub use slo::{Recovery, Slo};
+
+/// A field written as a string (durations), as [`scalar`] reads it.
+type RawDuration = Option<String>;
 
 /// Default bound on tenant partitions per tenant-scoped dependency (C9).
 pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
@@ -129,6 +135,9 @@ pub struct DependencyConfig {
     /// counts against the profile's `memory_limit`; a full table of
     /// healthy tenants costs about 138 bytes a tenant all told.
     pub max_tenants: u32,
+    /// What the dependency promises (the profile's `slo`, C21): read by
+    /// `check`'s advice and `tune`, never by the breaker.
+    pub slo: Option<Slo>,
 }
 
 /// A validated profile: the dependencies in the order they were declared.
@@ -645,6 +654,7 @@ struct RawDep {
     #[serde(default, deserialize_with = "scalar")]
     probe_timeout: Option<String>,
     max_tenants: Option<i64>,
+    slo: Option<slo::RawSlo>,
 }
 
 #[derive(Deserialize)]
@@ -807,6 +817,7 @@ impl Validator<'_> {
             (Some(n), _) => self.count("max_tenants", Some(n), MAX_MAX_TENANTS),
             (None, _) => Some(DEFAULT_MAX_TENANTS),
         };
+        let slo = raw.slo.and_then(|s| self.slo(s));
         if self.problems.len() != before {
             return None;
         }
@@ -823,6 +834,7 @@ impl Validator<'_> {
             recovery_bound: recovery_bound?,
             probe_timeout: probe_timeout.or(recovery_bound)?,
             max_tenants: max_tenants?,
+            slo,
         })
     }
 

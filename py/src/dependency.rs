@@ -323,6 +323,48 @@ impl PyDependency {
         }
     }
 
+    /// The base open period, `open_duration`, in seconds (C6).
+    #[getter]
+    fn open_duration(&self) -> f64 {
+        secs(self.dep.config().open_duration)
+    }
+
+    /// The backoff of the open period on re-trips (C6) as
+    /// `{"multiplier": m, "max": seconds}`; None without one.
+    #[getter]
+    fn backoff<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(b) = self.dep.config().backoff else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("multiplier", b.multiplier)?;
+        d.set_item("max", secs(b.max))?;
+        Ok(Some(d))
+    }
+
+    /// What the dependency promises, the profile's `slo` (C21), in
+    /// seconds: `{"latency": s or None, "recovery": {"typical": s,
+    /// "worst": s} or None}`; None without an `slo`.
+    #[getter]
+    fn slo<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(slo) = self.dep.config().slo else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("latency", slo.latency.map(secs))?;
+        let recovery = match slo.recovery {
+            Some(r) => {
+                let rd = PyDict::new(py);
+                rd.set_item("typical", secs(r.typical))?;
+                rd.set_item("worst", secs(r.worst))?;
+                Some(rd)
+            }
+            None => None,
+        };
+        d.set_item("recovery", recovery)?;
+        Ok(Some(d))
+    }
+
     /// The partition a call for `tenant` would be served by, by name: the
     /// tenant id (whether or not it has a partition yet), "global" on a
     /// global dependency, or "<overflow>" when the tenant table is known to

@@ -82,6 +82,24 @@ class _Inspection(TypedDict):
     window_calls: int
     window_failures: int
 
+class _Backoff(TypedDict):
+    """A dependency's backoff (C6): the factor per re-trip and the cap, in seconds."""
+
+    multiplier: float
+    max: float
+
+class _Recovery(TypedDict):
+    """How long a dependency's outages last (C21), in seconds."""
+
+    typical: float
+    worst: float
+
+class _Slo(TypedDict):
+    """What a dependency promises (C21), in seconds."""
+
+    latency: float | None
+    recovery: _Recovery | None
+
 @final
 class ManualClock:
     def __new__(cls) -> ManualClock: ...
@@ -143,6 +161,12 @@ class Dependency:
     def fallback(self) -> Fallback: ...
     @property
     def window(self) -> float | None: ...
+    @property
+    def open_duration(self) -> float: ...
+    @property
+    def backoff(self) -> _Backoff | None: ...
+    @property
+    def slo(self) -> _Slo | None: ...
     def breaker_of(self, tenant: str | None = None) -> str: ...
     def now(self) -> float: ...
     def admit(
