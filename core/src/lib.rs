@@ -117,8 +117,8 @@ pub use sync::Installed;
 /// what the memory figures are made of (C9).
 pub use partition::PARTITION_BYTES;
 pub use profile::{
-    Backoff, ConfigError, DependencyConfig, Isolation, PartitionSeries, Profile, Recovery, Slo,
-    TripPolicy, DEFAULT_MAX_TENANTS, DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
+    Advice, AdviceKind, Backoff, ConfigError, DependencyConfig, Isolation, PartitionSeries,
+    Profile, Recovery, Slo, TripPolicy, DEFAULT_MAX_TENANTS, DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
 /// The YAML crate whose [`Value`](serde_yaml_ng::Value)
 /// [`Profile::from_value`] takes, so a caller builds one with the same

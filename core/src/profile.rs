@@ -11,10 +11,12 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+mod advice;
 #[cfg(test)]
 mod fields;
 mod slo;
 
+pub use advice::{Advice, AdviceKind};
 pub use slo::{Recovery, Slo};
 
 /// A field written as a string (durations), as [`scalar`] reads it.

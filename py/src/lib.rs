@@ -71,6 +71,34 @@ mod native {
         }
     }
 
+    /// C21's advice for the profile `text`: one dict per piece, with
+    /// `dependency` (None for the profile as a whole), `field`, `kind`,
+    /// `suggested` (seconds, or None) and `message` (what to change and
+    /// why). Empty for an invalid profile: its problems come first
+    /// (`check_profile`).
+    #[pyfunction]
+    fn profile_advice<'py>(
+        py: Python<'py>,
+        text: &str,
+    ) -> PyResult<Vec<Bound<'py, pyo3::types::PyDict>>> {
+        let Ok(profile) = breakerbank::Profile::from_yaml(text) else {
+            return Ok(Vec::new());
+        };
+        profile
+            .advice()
+            .iter()
+            .map(|a| {
+                let d = pyo3::types::PyDict::new(py);
+                d.set_item("dependency", a.dependency.as_deref())?;
+                d.set_item("field", a.field)?;
+                d.set_item("kind", a.kind.as_str())?;
+                d.set_item("suggested", a.suggested.map(|s| s.as_secs_f64()))?;
+                d.set_item("message", a.to_string())?;
+                Ok(d)
+            })
+            .collect()
+    }
+
     /// In a forked child, once Python has made itself whole: starts the
     /// banks' event dispatchers and sweeps again (C16). Called by
     /// `os.register_at_fork(after_in_child=…)`, registered at import.

@@ -3,7 +3,9 @@
     python -m breakerbank check PROFILE [--against RUNNING]
     python -m breakerbank simulate SCENARIO [--json FILE] [--plot FILE.png] [--progress]
 
-``check`` exits 0 for a valid profile, or 1 listing every problem; with
+``check`` exits 0 for a valid profile, printing C21's advice (what to
+change and why, from each dependency's ``slo``), or 1 listing every
+problem; with
 ``--against``, the problems of reloading PROFILE into a bank built from
 RUNNING (C20) count too: a dry run of ``bank.reload``, no bank is built.
 ``simulate`` prints the report; it exits 1 when a tenant-scoped dependency
@@ -45,13 +47,20 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(path: str, against: str | None) -> int:
     problems = harness.check_profile(path, against)
-    if not problems:
+    if problems:
+        print(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+        for problem in problems:
+            print(f"  - {problem}")
+        return 1
+    advice = harness.profile_advice(path)
+    if not advice:
         print(f"{path}: ok")
         return 0
-    print(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
-    for problem in problems:
-        print(f"  - {problem}")
-    return 1
+    n = len(advice)
+    print(f"{path}: ok, {n} piece{'s' if n != 1 else ''} of advice (C21)")
+    for a in advice:
+        print(f"  - {a['message']}")
+    return 0
 
 
 def _simulate(args: argparse.Namespace) -> int:

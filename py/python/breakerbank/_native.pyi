@@ -32,6 +32,7 @@ __all__ = [
     "DeadlineExpired",
     "OutcomeAlreadyRecorded",
     "check_profile",
+    "profile_advice",
     "_Unavailable",
     "_after_fork_in_child",
 ]
@@ -271,4 +272,15 @@ class Bank:
     ) -> Callable[[_F], _F]: ...
 
 def check_profile(text: str, running: str | None = None) -> list[str]: ...
+
+class _Advice(TypedDict):
+    """One piece of C21's advice: the field to change, to what, and why."""
+
+    dependency: str | None
+    field: str
+    kind: str
+    suggested: float | None
+    message: str
+
+def profile_advice(text: str) -> list[_Advice]: ...
 def _after_fork_in_child() -> None: ...

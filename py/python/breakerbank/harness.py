@@ -20,11 +20,16 @@ in three modules, each owning one thing:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._native import check_profile as _check_profile
+from ._native import profile_advice as _profile_advice
 from .report import PartitionReport, Report, format_report, plot_report, write_json
 from .scenario import Fault, Scenario, ScenarioError, load_scenario, parse_duration, parse_scenario
 from .simulation import simulate
+
+if TYPE_CHECKING:
+    from ._native import _Advice
 
 __all__ = [
     "Fault",
@@ -38,6 +43,7 @@ __all__ = [
     "parse_duration",
     "parse_scenario",
     "plot_report",
+    "profile_advice",
     "simulate",
     "write_json",
 ]
@@ -56,3 +62,13 @@ def check_profile(path: str | Path, against: str | Path | None = None) -> list[s
     except (OSError, UnicodeDecodeError) as e:
         return [str(e)]
     return _check_profile(text, running)
+
+
+def profile_advice(path: str | Path) -> list[_Advice]:
+    """C21's advice for the valid profile at ``path``: each dependency's
+    durations held against its ``slo``, and open durations that look
+    copied; each piece names the field, the value to set where one
+    follows, and why. Empty for an invalid profile (see
+    :func:`check_profile`) or one sized from its SLO.
+    """
+    return _profile_advice(Path(path).read_text(encoding="utf-8"))
