@@ -2,6 +2,8 @@
 
     python -m breakerbank check PROFILE [--against RUNNING]
     python -m breakerbank simulate SCENARIO [--json FILE] [--plot FILE.png] [--progress]
+    python -m breakerbank tune PROFILE [--dependency NAME] [--outages N] [--seed N]
+                                       [--json FILE] [--plot FILE.png] [--progress]
 
 ``check`` exits 0 for a valid profile, printing C21's advice (what to
 change and why, from each dependency's ``slo``), or 1 listing every
@@ -10,7 +12,11 @@ problem; with
 RUNNING (C20) count too: a dry run of ``bank.reload``, no bank is built.
 ``simulate`` prints the report; it exits 1 when a tenant-scoped dependency
 had a false global trip (a partition that was not faulted changed state),
-and 2 for an invalid scenario.
+and 2 for an invalid scenario. ``tune`` sizes one dependency's
+``open_duration`` and backoff from its ``slo.recovery`` (C21,
+:mod:`breakerbank.tune`): it prints the candidates' table, the
+recommendation and why, and exits 0, or 2 when it cannot run (an invalid
+profile, no ``slo.recovery``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import harness
+from . import harness, tune
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +48,19 @@ def _parser() -> argparse.ArgumentParser:
     prog.add_argument("--progress", dest="progress", action="store_true", default=None,
                       help="show a progress bar on stderr (default: only on a terminal)")
     prog.add_argument("--no-progress", dest="progress", action="store_false")
+    t = sub.add_parser("tune", help="sweep open_duration and backoff over outages drawn from the SLO (C21)")
+    t.add_argument("profile", help="profile YAML file, or a scenario (its profile and traffic)")
+    t.add_argument("--dependency", metavar="NAME",
+                   help="the dependency to size (default: the only one, or the only one with slo.recovery)")
+    t.add_argument("--outages", metavar="N", type=int, default=20, help="outages to draw (default 20)")
+    t.add_argument("--seed", type=int, default=1, help="seed of the outage draw (default 1)")
+    t.add_argument("--json", metavar="FILE", help="also write the candidates and the recommendation as JSON")
+    t.add_argument("--plot", metavar="FILE.png",
+                   help="plot flaps against extra outage (needs breakerbank[plot])")
+    tprog = t.add_mutually_exclusive_group()
+    tprog.add_argument("--progress", dest="progress", action="store_true", default=None,
+                       help="show a progress bar on stderr (default: only on a terminal)")
+    tprog.add_argument("--no-progress", dest="progress", action="store_false")
     return p
 
 
@@ -93,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
         return _check(args.profile, args.against)
+    if args.command == "tune":
+        return tune.main_tune(args)
     return _simulate(args)
 
 

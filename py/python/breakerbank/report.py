@@ -39,6 +39,8 @@ class PartitionReport:
     calls: int = 0
     real_calls: int = 0
     probes: int = 0
+    #: Probes admitted while a fault covered the call: sent into the outage.
+    probes_in_fault: int = 0
     failures_injected: int = 0
     metrics: dict[str, Any] = field(default_factory=dict)
 
@@ -59,6 +61,7 @@ class PartitionReport:
             "calls": self.calls,
             "real_calls": self.real_calls,
             "probes_admitted": self.probes,
+            "probes_in_fault": self.probes_in_fault,
             "failures_injected": self.failures_injected,
             "rejected_open": m.get("rejected_open_total", 0),
             "probe_rejects": m.get("probe_rejects_total", 0),

@@ -214,10 +214,12 @@ def simulate(s: Scenario, progress: IO[str] | None = None, bank: Bank | None = N
             serve(st, d)
             observe(st)
             return
+        fault = next((f for f in st.faults if f.start <= t < f.end), None)
         if d.probe:
             st.report.probes += 1
+            if fault is not None:
+                st.report.probes_in_fault += 1
             observe(st)  # half-open, even if the probe's outcome reopens it at once
-        fault = next((f for f in st.faults if f.start <= t < f.end), None)
         if fault is None:
             d._returned("value", None)
         elif fault.kind == "error":
