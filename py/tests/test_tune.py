@@ -165,3 +165,18 @@ def test_c21_simulate_counts_probes_sent_into_the_fault() -> None:
     r = harness.simulate(s).partitions["payments_client"]["tenant-01"]
     assert r.probes_in_fault >= 2  # at about 10s and 20s into the outage
     assert r.probes > r.probes_in_fault  # and the ones that closed it, after
+
+
+def test_c21_the_sizing_guide_shows_tunes_real_output_for_its_example() -> None:
+    guide = (ROOT / "docs" / "guide" / "sizing.md").read_text()
+    blocks = guide.split("```")
+    first_yaml = next(b for b in blocks if b.startswith("yaml\n"))[len("yaml\n"):]
+    example = ROOT / "examples" / "sizing.yaml"
+    assert yaml.safe_load(first_yaml) == yaml.safe_load(example.read_text())
+    report = tune.tune_file(example)
+    shown = next(b for b in blocks if b.startswith("text\ntune payments_client"))
+    lines = tune.format_tune(report).splitlines()
+    # Everything but the first line's wall time, as the guide shows it.
+    assert lines[0].split(" through the core in ")[0] in shown
+    for line in lines[1:]:
+        assert line in shown, line

@@ -9,12 +9,15 @@ probe rejects, fallback use by kind and *false global trips* (partitions
 other than the faulted ones that changed state; docs/reference/behaviour.md, "Verification").
 
 This module is the harness's front door and keeps its names; the work lives
-in three modules, each owning one thing:
+in four modules, each owning one thing:
 
 - :mod:`breakerbank.scenario`: the scenario format (documented there),
   reading and validating it;
 - :mod:`breakerbank.simulation`: running a scenario through the core;
-- :mod:`breakerbank.report`: the report, and its text, plot and JSON forms.
+- :mod:`breakerbank.report`: the report, and its text, plot and JSON forms;
+- :mod:`breakerbank.tune`: ``python -m breakerbank tune``, sizing one
+  dependency's breaker by running outages drawn from its SLO through
+  :mod:`breakerbank.simulation` (C21).
 """
 
 from __future__ import annotations

@@ -333,6 +333,8 @@ class _Bar:
         if self.out is None:
             return
         pct = 100 * self.done_n // self.total
+        if pct == 100 * (self.done_n - 1) // self.total and self.done_n != self.total:
+            return
         bar = "#" * (pct // 4) + "." * (25 - pct // 4)
         self.out.write(f"\rtuning {self.what} [{bar}] {pct:3d}% {self.done_n}/{self.total} runs")
         self.out.flush()
@@ -548,14 +550,22 @@ def plot_tune(report: TuneReport, path: str | Path) -> None:
             ax.scatter([r.mean_open_after_recovery for r in pts], [r.mean_flaps for r in pts],
                        marker=marker, color="tab:blue", alpha=0.7, label=label)
     for r in report.results:
-        ax.annotate(r.candidate.label(), (r.mean_open_after_recovery, r.mean_flaps), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
+        c = r.candidate
+        short = format_duration(c.open_duration) + (
+            "" if c.backoff is None else f" x{c.backoff[0]:g}\u2192{format_duration(c.backoff[1])}")
+        ax.annotate(short, (r.mean_open_after_recovery, r.mean_flaps), fontsize=7,
+                    xytext=(5, 4), textcoords="offset points")
     mine, rec = report.profile_result, report.recommendation
     ax.scatter([mine.mean_open_after_recovery], [mine.mean_flaps], s=220, facecolors="none",
                edgecolors="tab:red", linewidths=2, label=f"profile: {mine.candidate.label()}")
     ax.scatter([rec.mean_open_after_recovery], [rec.mean_flaps], s=260, marker="*", color="tab:green",
                label=f"recommended: {rec.candidate.label()}", zorder=3)
-    ax.axhline(MAX_FLAPS, color="grey", ls="--", lw=0.8)
+    ax.axhline(MAX_FLAPS, color="grey", ls="--", lw=0.8,
+               label=f"at most {MAX_FLAPS:g} flap per outage")
+    # Symmetric log: the calm candidates near 0 and 1 flap stay apart
+    # from the ones that flap dozens of times.
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(0, 2.5 * max(max(r.mean_flaps for r in report.results), MAX_FLAPS))
     ax.set_xlabel("extra outage: time open after the dependency recovered (s, mean per outage)")
     ax.set_ylabel("flaps: re-trips from half-open (mean per outage)")
     ax.set_title(f"breakerbank tune: {report.dependency}, {len(report.outages)} outages "
