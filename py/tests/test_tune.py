@@ -180,3 +180,15 @@ def test_c21_the_sizing_guide_shows_tunes_real_output_for_its_example() -> None:
     assert lines[0].split(" through the core in ")[0] in shown
     for line in lines[1:]:
         assert line in shown, line
+
+
+def test_c21_tune_takes_a_scenarios_traffic_for_one_partition_or_the_rate_given(tmp_path: Path) -> None:
+    long_run = ROOT / "examples" / "long_run.yaml"
+    # 900 calls/s over 100 tenants: one tenant's partition gets 9.
+    assert tune.tune_file(long_run, dependency="payments_client", outages=1).rate == 9.0
+    assert tune.tune_file(long_run, dependency="rates_client", outages=1, rate=20.0).rate == 20.0
+    p = tmp_path / "p.yaml"
+    p.write_text(profile("10s"))
+    out = tmp_path / "t.json"
+    assert main(["tune", str(p), "--outages", "1", "--rate", "4", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["rate_per_s"] == 4.0

@@ -2,7 +2,7 @@
 
     python -m breakerbank check PROFILE [--against RUNNING]
     python -m breakerbank simulate SCENARIO [--json FILE] [--plot FILE.png] [--progress]
-    python -m breakerbank tune PROFILE [--dependency NAME] [--outages N] [--seed N]
+    python -m breakerbank tune PROFILE [--dependency NAME] [--outages N] [--seed N] [--rate R]
                                        [--json FILE] [--plot FILE.png] [--progress]
 
 ``check`` exits 0 for a valid profile, printing C21's advice (what to
@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="the dependency to size (default: the only one, or the only one with slo.recovery)")
     t.add_argument("--outages", metavar="N", type=int, default=20, help="outages to draw (default 20)")
     t.add_argument("--seed", type=int, default=1, help="seed of the outage draw (default 1)")
+    t.add_argument("--rate", type=float, metavar="CALLS_PER_S",
+                   help="calls per second to the partition (default: the scenario's, or 10)")
     t.add_argument("--json", metavar="FILE", help="also write the candidates and the recommendation as JSON")
     t.add_argument("--plot", metavar="FILE.png",
                    help="plot flaps against extra outage (needs breakerbank[plot])")

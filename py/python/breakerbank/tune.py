@@ -585,7 +585,7 @@ def main_tune(args: Any) -> int:
     err = sys.stderr
     show = err.isatty() if args.progress is None else args.progress
     try:
-        report = tune_file(args.profile, args.dependency, args.outages, args.seed, None,
+        report = tune_file(args.profile, args.dependency, args.outages, args.seed, args.rate,
                            err if show else None)
     except ConfigError as e:
         problems = e.problems or [str(e)]
