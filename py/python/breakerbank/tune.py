@@ -203,7 +203,8 @@ class TuneReport:
             "candidates": [r.as_dict() for r in self.results],
             "profile": self.profile_index,
             "recommended": self.recommended,
-            "recommendation": self.recommendation.candidate.profile_fields(),
+            # `backoff: None` when the recommendation has none, as the profile's may.
+            "recommendation": {"backoff": None, **self.recommendation.candidate.profile_fields()},
             "reason": self.reason,
             "notes": self.notes,
             "wall_seconds": round(self.wall_seconds, 3),
@@ -515,6 +516,8 @@ def format_tune(report: TuneReport) -> str:
     out.append("")
     fields = report.recommendation.candidate.profile_fields()
     shown = ", ".join(f"{k}: {_flow(v)}" for k, v in fields.items())
+    if "backoff" not in fields:
+        shown += ", no backoff"
     out.append(f"recommendation: {shown}")
     out.append(f"why: {report.reason}")
     out.extend(f"note: {n}" for n in report.notes)
