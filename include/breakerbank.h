@@ -223,6 +223,12 @@ enum bb_event_kind
    * An operator half-open (`bb_half_open`, C19): `from` → half-open.
    */
   BB_EVENT_HALF_OPEN = 6,
+  /**
+   * The trip policy of a dependency in observe mode fired (C22): the
+   * breaker stays closed, its counts restarted; no states. Counted in
+   * `would_trip_total`.
+   */
+  BB_EVENT_WOULD_TRIP = 7,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

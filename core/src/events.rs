@@ -31,11 +31,14 @@ pub enum EventKind {
     Trip,
     /// An operator started a probe cycle (C19).
     HalfOpen,
+    /// The trip policy of a dependency in observe mode fired (C22): the
+    /// breaker stays closed, its counts restarted. No states.
+    WouldTrip,
 }
 
 impl EventKind {
     /// `"transition"`, `"reset"`, `"forced_open"`, `"stuck"`, `"reload"`,
-    /// `"trip"` or `"half_open"`.
+    /// `"trip"`, `"half_open"` or `"would_trip"`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Transition => "transition",
@@ -45,6 +48,7 @@ impl EventKind {
             EventKind::Reload => "reload",
             EventKind::Trip => "trip",
             EventKind::HalfOpen => "half_open",
+            EventKind::WouldTrip => "would_trip",
         }
     }
 }

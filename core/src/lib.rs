@@ -117,7 +117,7 @@ pub use sync::Installed;
 /// what the memory figures are made of (C9).
 pub use partition::PARTITION_BYTES;
 pub use profile::{
-    Advice, AdviceKind, Backoff, ConfigError, DependencyConfig, Isolation, PartitionSeries,
+    Advice, AdviceKind, Backoff, ConfigError, DependencyConfig, Isolation, Mode, PartitionSeries,
     Profile, Recovery, Slo, TripPolicy, DEFAULT_MAX_TENANTS, DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
 };
 /// The YAML crate whose [`Value`](serde_yaml_ng::Value)

@@ -148,6 +148,7 @@ counters!(
     fallback_error_total,
     fallback_failures_total,
     partition_overflow_total,
+    would_trip_total,
 );
 
 #[inline]
@@ -589,6 +590,9 @@ pub struct PartitionMetrics {
     pub fallback_failures_total: u64,
     /// Admissions routed to the overflow partition.
     pub partition_overflow_total: u64,
+    /// Times the trip policy fired in observe mode and the breaker stayed
+    /// closed (C22).
+    pub would_trip_total: u64,
     /// Open past the recovery bound (C15).
     pub stuck: bool,
 }
@@ -630,6 +634,7 @@ impl PartitionMetrics {
             fallback_error_total: get(|s| &s.fallback_error_total),
             fallback_failures_total: get(|s| &s.fallback_failures_total),
             partition_overflow_total: get(|s| &s.partition_overflow_total),
+            would_trip_total: get(|s| &s.would_trip_total),
             stuck: episode.is_some_and(|d| d >= bound),
         }
     }
@@ -778,7 +783,7 @@ impl fmt::Debug for Metric {
 /// Every metric of a partition but `state`, in API.md order: the one list
 /// the snapshot's values, the Prometheus exposition and the bindings name
 /// them from.
-pub const METRICS: [Metric; 18] = [
+pub const METRICS: [Metric; 19] = [
     Metric {
         name: "open_seconds_total",
         help: "Seconds open, trip to close, half-open included",
@@ -863,6 +868,11 @@ pub const METRICS: [Metric; 18] = [
         name: "partition_overflow_total",
         help: "Admissions routed to the overflow partition",
         read: |m| MetricValue::Count(m.partition_overflow_total),
+    },
+    Metric {
+        name: "would_trip_total",
+        help: "Times the trip policy fired in observe mode, the breaker left closed",
+        read: |m| MetricValue::Count(m.would_trip_total),
     },
     Metric {
         name: "stuck",

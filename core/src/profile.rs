@@ -93,6 +93,18 @@ pub enum TripPolicy {
     },
 }
 
+/// Whether a dependency's trip policy opens its breakers (C22).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The policy trips the breaker open. The default.
+    #[default]
+    Enforce,
+    /// Every call is admitted: when the policy fires, the breaker counts
+    /// and announces a `would_trip` and stays closed, its counts restarted
+    /// as after a close.
+    Observe,
+}
+
 /// Backoff of the open period on re-trips from half-open (C6).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Backoff {
@@ -140,6 +152,9 @@ pub struct DependencyConfig {
     /// What the dependency promises (the profile's `slo`, C21): read by
     /// `check`'s advice and `tune`, never by the breaker.
     pub slo: Option<Slo>,
+    /// Whether the trip policy opens the breaker or only reports a
+    /// `would_trip` (C22); the profile's `mode`, `enforce` by default.
+    pub mode: Mode,
 }
 
 /// A validated profile: the dependencies in the order they were declared.
@@ -657,6 +672,8 @@ struct RawDep {
     probe_timeout: Option<String>,
     max_tenants: Option<i64>,
     slo: Option<slo::RawSlo>,
+    #[serde(default, deserialize_with = "scalar")]
+    mode: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -820,6 +837,17 @@ impl Validator<'_> {
             (None, _) => Some(DEFAULT_MAX_TENANTS),
         };
         let slo = raw.slo.and_then(|s| self.slo(s));
+        let mode = match raw.mode.as_deref() {
+            None | Some("enforce") => Some(Mode::Enforce),
+            Some("observe") => Some(Mode::Observe),
+            Some(other) => {
+                self.bad(
+                    "mode",
+                    format!("must be `enforce` or `observe`, got `{other}`"),
+                );
+                None
+            }
+        };
         if self.problems.len() != before {
             return None;
         }
@@ -837,6 +865,7 @@ impl Validator<'_> {
             probe_timeout: probe_timeout.or(recovery_bound)?,
             max_tenants: max_tenants?,
             slo,
+            mode: mode?,
         })
     }
 

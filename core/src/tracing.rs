@@ -96,6 +96,10 @@ fn describe(event: &Event) -> (Severity, &'static str) {
         EventKind::Reload => (Severity::Info, "profile reloaded"),
         EventKind::Trip => (Severity::Warn, "breaker tripped by an operator"),
         EventKind::HalfOpen => (Severity::Info, "breaker half-opened by an operator"),
+        EventKind::WouldTrip => (
+            Severity::Warn,
+            "trip policy fired in observe mode; breaker left closed",
+        ),
     }
 }
 
@@ -111,6 +115,7 @@ fn describe(event: &Event) -> (Severity, &'static str) {
 /// | trip, half-open                | `operator` (C19)     |
 /// | stuck                          | `recovery_bound` (C15) |
 /// | reload                         | `reload` (C20)       |
+/// | would trip (observe mode)      | `trip_policy` (C22)  |
 ///
 /// Exhaustive over [`EventKind`], with no wildcard, as [`emit`]'s level is.
 pub fn reason(event: &Event) -> &'static str {
@@ -127,5 +132,6 @@ pub fn reason(event: &Event) -> &'static str {
         }
         EventKind::Stuck => "recovery_bound",
         EventKind::Reload => "reload",
+        EventKind::WouldTrip => "trip_policy",
     }
 }

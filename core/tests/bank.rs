@@ -499,9 +499,9 @@ fn c14_metrics_count_what_happened() {
     );
     assert_eq!(p.open_episode_seconds, 0.0);
     let names: Vec<&str> = p.values().iter().map(|(n, _)| *n).collect();
-    assert_eq!(names.len(), 18);
+    assert_eq!(names.len(), 19);
     assert_eq!(names[0], "open_seconds_total");
-    assert_eq!(names[17], "stuck");
+    assert_eq!(names[18], "stuck");
 }
 
 #[test]
@@ -968,6 +968,7 @@ fn c14_every_metric_is_named_once_in_api_order_and_exposed() {
         "fallback_error_total",
         "fallback_failures_total",
         "partition_overflow_total",
+        "would_trip_total",
         "stuck",
     ];
     let names: Vec<_> = breakerbank::METRICS.iter().map(|m| m.name).collect();

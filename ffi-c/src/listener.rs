@@ -39,6 +39,10 @@ pub enum bb_event_kind {
     BB_EVENT_TRIP = 5,
     /// An operator half-open (`bb_half_open`, C19): `from` → half-open.
     BB_EVENT_HALF_OPEN = 6,
+    /// The trip policy of a dependency in observe mode fired (C22): the
+    /// breaker stays closed, its counts restarted; no states. Counted in
+    /// `would_trip_total`.
+    BB_EVENT_WOULD_TRIP = 7,
 }
 
 /// One event, lent to the callback for the duration of the call: copy what
@@ -179,6 +183,7 @@ impl ListenerSlot {
                 EventKind::Reload => bb_event_kind::BB_EVENT_RELOAD,
                 EventKind::Trip => bb_event_kind::BB_EVENT_TRIP,
                 EventKind::HalfOpen => bb_event_kind::BB_EVENT_HALF_OPEN,
+                EventKind::WouldTrip => bb_event_kind::BB_EVENT_WOULD_TRIP,
             },
             dependency: e.dependency.as_ptr().cast(),
             dependency_len: e.dependency.len(),

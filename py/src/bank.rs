@@ -392,10 +392,11 @@ impl PyBank {
     }
 
     /// Calls `listener(event)` for every transition, reset, forced open,
-    /// operator trip and half-open, stuck alert (C16, C19) and reload (C20,
-    /// one per dependency it kept, added or removed, partition `"*"`), with
+    /// operator trip and half-open, stuck alert (C16, C19), reload (C20,
+    /// one per dependency it kept, added or removed, partition `"*"`) and
+    /// would-trip of a dependency in observe mode (C22, no states), with
     /// `event` a dict: `kind` ("transition", "reset", "forced_open", "trip",
-    /// "half_open", "stuck" or "reload"), `dependency`, `partition`, `at`
+    /// "half_open", "stuck", "reload" or "would_trip"), `dependency`, `partition`, `at`
     /// (seconds on the bank's clock), `from`, `to`.
     /// An exception in the listener is reported as unraisable and ignored.
     /// Returns the listener, so this works as a decorator.

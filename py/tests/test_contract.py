@@ -795,6 +795,7 @@ METRIC_NAMES = [
     "fallback_error_total",
     "fallback_failures_total",
     "partition_overflow_total",
+    "would_trip_total",
     "stuck",
 ]
 

@@ -31,7 +31,7 @@ API_METRICS = {
         "state open_seconds_total open_episode_seconds opened_total half_opened_total closed_total "
         "rejected_open_total probe_rejects_total forced_open_rejects_total deadline_expired_total "
         "failures_total cancelled_total late_records_total fallback_stale_total fallback_degraded_total "
-        "fallback_error_total fallback_failures_total partition_overflow_total stuck"
+        "fallback_error_total fallback_failures_total partition_overflow_total would_trip_total stuck"
     ).split()
 }
 # Per dependency (C14): every metric but `state` as

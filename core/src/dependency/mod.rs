@@ -9,7 +9,7 @@ use crate::fallback::{Fallback, StaleCache, STALE_CACHE_CAPACITY};
 use crate::metrics::{DepCounts, Stats};
 use crate::outcome::*;
 use crate::partition::{Owner, Partition, GLOBAL, NO_OWNER, OVERFLOW};
-use crate::profile::{ConfigError, DependencyConfig, Isolation, TripPolicy};
+use crate::profile::{ConfigError, DependencyConfig, Isolation, Mode, TripPolicy};
 use crate::sync::{epoch, AtomicPtr, AtomicU32, AtomicU64, CachePadded, Mutex, Ordering, StdArc};
 use crate::table::{Resolved, Table};
 use crate::window::Window;
@@ -19,6 +19,7 @@ use std::time::Duration;
 
 mod admit;
 mod held;
+mod observe;
 mod operate;
 pub(crate) mod permit;
 mod record;

@@ -381,7 +381,7 @@ impl Dependency {
                     table.note_evictable();
                 }
             }
-            Recorded::Applied | Recorded::Transition(_) => match verdict {
+            Recorded::Applied | Recorded::Transition(_) | Recorded::WouldTrip => match verdict {
                 Verdict::Failure => {
                     if let Some(s) = stats() {
                         s.count_flood(Flood::Failure);
@@ -395,6 +395,9 @@ impl Dependency {
                 }
                 Verdict::Success => inner.counts.successes.count(),
             },
+        }
+        if r == Recorded::WouldTrip {
+            self.would_trip(permit, part, stats());
         }
         drop(pin);
         if let Recorded::Transition(t) = r {

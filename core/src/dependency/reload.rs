@@ -63,6 +63,7 @@ impl Tuning {
             open_duration: config.open_duration,
             backoff: config.backoff.map(|b| (b.multiplier, b.max)),
             probe_timeout: config.probe_timeout,
+            observe: config.mode == Mode::Observe,
         };
         let untimed = config.slow_call.is_none();
         let mut bits = 0;
@@ -156,6 +157,7 @@ impl Dependency {
         let coarse = inner.shared.window().is_some_and(|w| w.coarse_ok());
         let tuning = Tuning::of(config, inner.table.is_some(), coarse);
         let rule_changed = tuning.rate != inner.tuning().rate;
+        let mode_changed = tuning.config.mode != inner.tuning().config.mode;
         let bits = tuning.fast;
         {
             let mut all = inner.tunings.lock().unwrap_or_else(|e| e.into_inner());
@@ -190,6 +192,11 @@ impl Dependency {
                     p.with_episode_window(Window::retuned);
                 });
             }
+        }
+        if mode_changed {
+            // After the store above: a trip decided from here on reads
+            // the new mode (C22).
+            self.restart_for_mode();
         }
         if let Some(t) = &inner.table {
             t.set_probe_timeout(probe_timeout);

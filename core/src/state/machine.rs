@@ -25,6 +25,9 @@ pub struct Policy {
     pub backoff: Option<(f64, Duration)>,
     /// How long a probe may go unrecorded before its slot is taken back (C7).
     pub probe_timeout: Duration,
+    /// Observe mode (C22): when the trip policy fires, [`record`] leaves
+    /// the breaker closed and reports [`Recorded::WouldTrip`].
+    pub observe: bool,
 }
 
 impl Policy {
@@ -135,6 +138,25 @@ pub enum Recorded {
     Late,
     /// Applied and caused a transition.
     Transition(Transition),
+    /// Applied; the trip policy fired in observe mode (C22): the word
+    /// stays closed in its generation with its count restarted, and the
+    /// caller restarts the failure-rate window.
+    WouldTrip,
+}
+
+/// A closed word whose trip policy fired: open, or in observe mode (C22)
+/// closed with its count restarted, as after a close. Only the trip
+/// decision reads `observe`, so the paths that cannot trip never do.
+fn trip_closed(w: Word, policy: &Policy, env: &mut impl Env) -> (Option<Word>, Recorded) {
+    if policy.observe {
+        return (
+            (w.count() != 0).then(|| w.with_count(0)),
+            Recorded::WouldTrip,
+        );
+    }
+    let now = env.now();
+    let (next, t) = transition(w, Phase::Open, Some(now), policy);
+    (Some(next), Recorded::Transition(t))
 }
 
 fn transition(w: Word, to: Phase, now: Option<Instant>, policy: &Policy) -> (Word, Transition) {
@@ -391,9 +413,7 @@ pub fn record(
         (Phase::Closed, Verdict::Success) if trip && policy.consecutive_failures.is_none() => {
             // The failure-rate window reached `min_calls` on a success with
             // the rate already at or above the threshold.
-            let now = env.now();
-            let (next, t) = transition(w, Phase::Open, Some(now), policy);
-            (Some(next), Recorded::Transition(t))
+            trip_closed(w, policy, env)
         }
         (Phase::Closed, Verdict::Success) => {
             if w.count() == 0 {
@@ -409,9 +429,7 @@ pub fn record(
             // A closed word of this generation that does not just count:
             // the consecutive threshold is reached, or the window decides.
             if policy.consecutive_failures.is_some() || trip {
-                let now = env.now();
-                let (next, t) = transition(w, Phase::Open, Some(now), policy);
-                (Some(next), Recorded::Transition(t))
+                trip_closed(w, policy, env)
             } else {
                 (None, Recorded::Applied)
             }

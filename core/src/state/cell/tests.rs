@@ -11,6 +11,7 @@ fn trip_on_first_failure() -> Policy {
         open_duration: Duration::from_secs(30),
         backoff: None,
         probe_timeout: Duration::from_secs(300),
+        observe: false,
     }
 }
 
@@ -173,6 +174,7 @@ fn c5_trip_publishes_open_until() {
         open_duration: Duration::from_secs(1),
         backoff: None,
         probe_timeout: Duration::from_secs(300),
+        observe: false,
     };
     let r = c.record(&p, &clock, 0, false, Verdict::Failure, false);
     assert!(matches!(r, Recorded::Transition(_)));

@@ -29,6 +29,7 @@ fn policy() -> Policy {
         open_duration: Duration::from_secs(30),
         backoff: Some((2.0, Duration::from_secs(100))),
         probe_timeout: Duration::from_secs(300),
+        observe: false,
     }
 }
 
