@@ -448,3 +448,43 @@ fn c19_half_open_starts_a_probe_cycle_from_closed_or_open() {
         assert_eq!(half_open(Word::FRESH.with_phase(p2), &p), None, "{p2:?}");
     }
 }
+
+#[test]
+fn c22_an_observed_trip_keeps_the_word_closed_in_its_generation_and_restarts_the_count() {
+    let p = Policy {
+        observe: true,
+        ..policy()
+    };
+    let mut e = env(0);
+    let w = Word::FRESH.with_count(2);
+    let (n, r) = record(w, &p, 0, false, Verdict::Failure, false, &mut e);
+    assert_eq!(r, Recorded::WouldTrip);
+    let w = n.expect("the count restarts");
+    assert_eq!(
+        (w.phase(), w.generation(), w.count()),
+        (Phase::Closed, 0, 0)
+    );
+    assert_eq!(e.reads, 0, "no open period, so no clock");
+    // The failure-rate window's verdict, on a failure and on a success.
+    let rate = Policy {
+        consecutive_failures: None,
+        ..p
+    };
+    for verdict in [Verdict::Failure, Verdict::Success] {
+        let (n, r) = record(Word::FRESH, &rate, 0, false, verdict, true, &mut e);
+        assert_eq!((n, r), (None, Recorded::WouldTrip), "{verdict:?}");
+    }
+    // A probe failure of a cycle an operator started still reopens.
+    let half = Word::FRESH.transition(Phase::HalfOpen).with_probes(1);
+    let (n, r) = record(
+        half,
+        &p,
+        half.generation(),
+        true,
+        Verdict::Failure,
+        false,
+        &mut e,
+    );
+    assert_eq!(n.map(Word::phase), Some(Phase::Open));
+    assert!(matches!(r, Recorded::Transition(_)), "{r:?}");
+}
