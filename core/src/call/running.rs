@@ -36,7 +36,7 @@
 use crate::call::NoValue;
 use crate::clock::Instant;
 use crate::dependency::permit::PermitData;
-use crate::dependency::{Decision, Dependency, Permit, RawPermit};
+use crate::dependency::{Decision, Dependency, HeldPermit, Permit, RawPermit};
 use crate::fallback::{UnavailableRef, Unserved};
 use crate::outcome::{AdmitError, Outcome, RejectReason, Rejection};
 use std::fmt;
@@ -79,8 +79,9 @@ mod sealed {
 }
 
 /// How a [`Running`] call holds its permit: a [`Permit`] (Rust's scoped
-/// calls), or a [`Raw`] one with its dependency (futures that outlive a
-/// borrow, the C ABI). Sealed: the core's permits only.
+/// calls), a shared [`HeldPermit`] (the Python binding's decisions and
+/// awaitables), or a [`Raw`] one with its dependency (futures that
+/// outlive a borrow, the C ABI). Sealed: the core's permits only.
 pub trait Recording<'a>: sealed::Sealed {
     /// The dependency that admitted the call.
     fn dependency(&self) -> &'a Dependency;
@@ -116,6 +117,27 @@ impl<'a> Recording<'a> for Permit<'a> {
     fn withdraw(self) {
         let this = ManuallyDrop::new(self);
         this.dep.withdraw(this.raw);
+    }
+}
+
+impl sealed::Sealed for &HeldPermit {}
+
+impl<'a> Recording<'a> for &'a HeldPermit {
+    fn dependency(&self) -> &'a Dependency {
+        HeldPermit::dependency(self)
+    }
+
+    fn is_probe(&self) -> bool {
+        HeldPermit::is_probe(self)
+    }
+
+    /// A permit recorded already keeps its first outcome (C13).
+    fn record(self, outcome: Outcome) -> Outcome {
+        HeldPermit::record(self, outcome).unwrap_or_else(|first| first)
+    }
+
+    fn withdraw(self) {
+        HeldPermit::withdraw(self);
     }
 }
 
@@ -222,6 +244,16 @@ impl<'a> Running<'a, Raw<'a>> {
     }
 }
 
+impl<'a> Running<'a, &'a HeldPermit> {
+    /// The running call of a held permit (from [`Running::into_held`]),
+    /// for `tenant`, the tenant it was admitted for. Ending it records
+    /// the held permit, unless it was recorded already (then its first
+    /// outcome stands and is returned as counted).
+    pub fn held(permit: &'a HeldPermit, tenant: Option<&'a str>) -> Self {
+        Running { tenant, permit }
+    }
+}
+
 impl<'a> Running<'a, Permit<'a>> {
     /// The running call of `permit`, admitted for `tenant`.
     #[inline(always)]
@@ -234,6 +266,12 @@ impl<'a> Running<'a, Permit<'a>> {
     /// recorded on drop).
     pub fn into_raw(self) -> RawPermit {
         self.permit.into_raw()
+    }
+
+    /// The permit, held: for a call that ends later, maybe on another
+    /// thread, through [`Running::held`] (a binding's decision object).
+    pub fn into_held(self) -> HeldPermit {
+        HeldPermit::new(self.permit)
     }
 }
 
@@ -288,6 +326,16 @@ impl<'a, P: Recording<'a>> Running<'a, P> {
     ) -> Outcome {
         let outcome = self.permit.dependency().classify_error(error, classify);
         self.end(outcome).counted
+    }
+
+    /// The call never ran: the caller's mistake, found only once it was
+    /// admitted (a binding's callable that turned out to be of the wrong
+    /// form, C17). The permit is given back, its probe slot returned, and
+    /// nothing is counted: the refusal is the caller's error, not the
+    /// dependency's.
+    #[inline]
+    pub fn not_run(self) {
+        self.permit.withdraw();
     }
 
     /// The caller stopped waiting (a deadline, a timeout, a cancelled
@@ -386,6 +434,12 @@ impl<'a> Refused<'a> {
     #[inline]
     pub fn dependency(&self) -> &'a Dependency {
         self.dep
+    }
+
+    /// The tenant the call was refused for.
+    #[inline]
+    pub fn tenant(&self) -> Option<&'a str> {
+        self.tenant
     }
 
     /// Serves the declared fallback (C3, C4): the stale value kept under

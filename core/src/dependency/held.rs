@@ -83,6 +83,19 @@ impl HeldPermit {
         Ok(counted)
     }
 
+    /// Gives the permit back uncounted, the first time (see
+    /// [`Running::not_run`](crate::Running::not_run)): it then reads as
+    /// cancelled. `false` if an outcome was recorded already.
+    pub fn withdraw(&self) -> bool {
+        let mut state = self.lock();
+        let Ok(raw) = *state else {
+            return false;
+        };
+        self.dep.withdraw(raw);
+        *state = Err(Outcome::Cancelled);
+        true
+    }
+
     /// The outcome as counted, once recorded.
     pub fn outcome(&self) -> Option<Outcome> {
         (*self.lock()).err()
