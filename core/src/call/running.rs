@@ -255,9 +255,13 @@ impl<'a> Running<'a, &'a HeldPermit> {
 }
 
 impl<'a> Running<'a, Permit<'a>> {
-    /// The running call of `permit`, admitted for `tenant`.
+    /// The running call of `permit`, admitted for `tenant`: for a hot
+    /// path that matches [`Dependency::admit`]'s answer where it is made
+    /// ([`begin`](Dependency::begin) spelled out, so the permit stays in
+    /// registers: [`Begun`] is a wider value than [`Decision`]), with
+    /// [`Refused::of`] for its other arm.
     #[inline(always)]
-    pub(crate) fn new(tenant: Option<&'a str>, permit: Permit<'a>) -> Self {
+    pub fn new(tenant: Option<&'a str>, permit: Permit<'a>) -> Self {
         Running { tenant, permit }
     }
 
