@@ -37,6 +37,7 @@ enum Stage {
         decision: PyDecision,
         inner: Py<PyAny>,
         cache_key: Option<Py<PyString>>,
+        classify_ok: Option<Py<PyAny>>,
     },
     /// Refused: awaiting `_aio._serve`'s coroutine (the fallback).
     Serve { inner: Py<PyAny> },
@@ -58,6 +59,7 @@ pub struct Pending {
     pub fallback: Option<Py<PyAny>>,
     pub cache_key: Option<Py<PyString>>,
     pub classify: Option<Py<PyAny>>,
+    pub classify_ok: Option<Py<PyAny>>,
 }
 
 /// How the awaited coroutine is resumed.
@@ -166,7 +168,15 @@ fn step<'py>(slf: &Bound<'py, PyAsyncCall>, resume: Resume<'py>) -> PyResult<Bou
             decision,
             inner,
             cache_key,
-        } => resume_call(slf, decision, inner.into_bound(py), cache_key, resume),
+            classify_ok,
+        } => resume_call(
+            slf,
+            decision,
+            inner.into_bound(py),
+            cache_key,
+            classify_ok,
+            resume,
+        ),
         Stage::Serve { inner } => resume_serve(slf, inner.into_bound(py), resume),
         // Another step is under way (the call resumed this awaitable):
         // its stage stays.
@@ -237,7 +247,9 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
     } else {
         let [_, await_, isawaitable] = aio(py)?;
         if !isawaitable.bind(py).call1((&awaitable,))?.is_truthy()? {
-            decision.cancelled()?;
+            // C17: the wrong form; what it returned is no dependency's
+            // answer, so the permit goes back uncounted.
+            decision.not_run(py)?;
             let name =
                 p.f.bind(py)
                     .getattr("__qualname__")
@@ -250,7 +262,14 @@ fn start<'py>(slf: &Bound<'py, PyAsyncCall>, p: Pending) -> PyResult<Bound<'py, 
         }
         await_.bind(py).call1((awaitable,))?
     };
-    resume_call(slf, decision, inner, p.cache_key, Resume::Send(None))
+    resume_call(
+        slf,
+        decision,
+        inner,
+        p.cache_key,
+        p.classify_ok,
+        Resume::Send(None),
+    )
 }
 
 /// Resumes an admitted call's coroutine; records how it ended.
@@ -259,6 +278,7 @@ fn resume_call<'py>(
     decision: PyDecision,
     inner: Bound<'py, PyAny>,
     cache_key: Option<Py<PyString>>,
+    classify_ok: Option<Py<PyAny>>,
     resume: Resume<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
@@ -268,6 +288,7 @@ fn resume_call<'py>(
                 decision,
                 inner: inner.unbind(),
                 cache_key,
+                classify_ok,
             };
             Ok(v)
         }
@@ -276,7 +297,8 @@ fn resume_call<'py>(
                 .as_ref()
                 .map(|k| k.bind(py).to_str())
                 .transpose()?;
-            decision._returned(py, v.clone().unbind(), key)?;
+            let classify_ok = classify_ok.as_ref().map(|f| f.bind(py));
+            decision.returned(py, &v, key, classify_ok)?;
             Err(stop(v))
         }
         Step::Raised(e) => Err(raised(py, &decision, e)),
@@ -446,16 +468,19 @@ impl PyAsyncCall {
                 visit.call(&p.tenant)?;
                 visit.call(&p.fallback)?;
                 visit.call(&p.cache_key)?;
-                visit.call(&p.classify)
+                visit.call(&p.classify)?;
+                visit.call(&p.classify_ok)
             }
             Stage::Call {
                 decision,
                 inner,
                 cache_key,
+                classify_ok,
             } => {
                 decision.traverse(&visit)?;
                 visit.call(inner)?;
-                visit.call(cache_key)
+                visit.call(cache_key)?;
+                visit.call(classify_ok)
             }
             Stage::Serve { inner } => visit.call(inner),
             Stage::Running | Stage::Done => Ok(()),
@@ -466,5 +491,52 @@ impl PyAsyncCall {
         if !matches!(self.stage, Stage::Running) {
             self.stage = Stage::Done;
         }
+    }
+}
+
+/// An awaitable whose answer is known already: what `Decision.__aenter__`
+/// and `__aexit__` return, so `async with dep.admit(...)` is the `with`
+/// form in a coroutine. Awaiting it never suspends.
+#[pyclass(module = "breakerbank", name = "Ready")]
+#[derive(Debug)]
+pub struct PyReady {
+    /// The value to return, or the error to raise; taken by the await.
+    answer: Option<PyResult<Py<PyAny>>>,
+}
+
+impl PyReady {
+    /// An awaitable that returns (or raises) `answer`.
+    pub fn new(answer: PyResult<Py<PyAny>>) -> Self {
+        Self {
+            answer: Some(answer),
+        }
+    }
+}
+
+#[pymethods]
+impl PyReady {
+    fn __await__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self.answer.take() {
+            Some(Ok(v)) => Err(stop(v.into_bound(py))),
+            Some(Err(e)) => Err(e),
+            None => Err(PyRuntimeError::new_err(
+                "cannot reuse already awaited coroutine",
+            )),
+        }
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(Ok(v)) = &self.answer {
+            visit.call(v)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.answer = None;
     }
 }

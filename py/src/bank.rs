@@ -445,8 +445,11 @@ impl PyBank {
     /// degraded behaviour, `cache_key` a callable of the call's arguments
     /// returning the stale-cache key, `classify` a callable of an exception
     /// the function raised returning "success", "failure", "cancelled" or
-    /// None (C17, as for `Dependency.call`).
-    #[pyo3(signature = (dependency, tenant_arg="tenant", fallback=None, cache_key=None, classify=None))]
+    /// None, `classify_ok` the same of a value it returned (C17, as for
+    /// `Dependency.call`). A `fallback` given for a dependency whose
+    /// declared fallback is not `degraded` raises TypeError.
+    #[pyo3(signature = (dependency, tenant_arg="tenant", fallback=None, cache_key=None, classify=None, classify_ok=None))]
+    #[allow(clippy::too_many_arguments)]
     fn guard<'py>(
         slf: &Bound<'py, Self>,
         dependency: &str,
@@ -454,14 +457,21 @@ impl PyBank {
         fallback: Option<Bound<'py, PyAny>>,
         cache_key: Option<Bound<'py, PyAny>>,
         classify: Option<Bound<'py, PyAny>>,
+        classify_ok: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let guard = GUARD.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
             Ok(py.import("breakerbank._guard")?.getattr("guard")?.unbind())
         })?;
-        guard
-            .bind(py)
-            .call1((slf, dependency, tenant_arg, fallback, cache_key, classify))
+        guard.bind(py).call1((
+            slf,
+            dependency,
+            tenant_arg,
+            fallback,
+            cache_key,
+            classify,
+            classify_ok,
+        ))
     }
 
     fn __repr__(&self) -> String {

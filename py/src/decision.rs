@@ -1,15 +1,20 @@
 //! `breakerbank.Decision`: the result of `dep.admit(...)`.
 //!
-//! An admitted decision holds the core's `HeldPermit`, which records its
-//! one outcome and, dropped without one, records `cancelled` (C13), so no
-//! probe slot can leak.
+//! A decision is the core's call (`Dependency::begin`) kept in a Python
+//! object: an admitted one holds the running call's permit as a
+//! `HeldPermit`, which records its one outcome and, dropped without one,
+//! records `cancelled` (C13), so no probe slot can leak; its ends go
+//! through `Running::held`. A refused one keeps the refusal's parts and
+//! serves through `Refused::of`.
 
+use crate::aio::PyReady;
 use crate::errors::{secs, unavailable, Error, Kept};
 use crate::fallback::{deadline_expired, serve, PyFallback};
 use crate::held::{BankHandle, DecisionBank};
 use crate::outcome::{self, Rule};
 use breakerbank::{
-    Dependency, FallbackKind, HeldPermit, Instant, Outcome, RejectReason, Rejection,
+    Begun, Dependency, FallbackKind, HeldPermit, Instant, Outcome, Refused, RejectReason,
+    Rejection, Running,
 };
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
@@ -110,15 +115,15 @@ impl PyDecision {
         classify: Option<Bound<'py, PyAny>>,
     ) -> Result<Self, Error> {
         let (tenant, text) = tenant.unzip();
-        let decision = dep
-            .admit(text, deadline)
+        let begun = dep
+            .begin(text, deadline)
             .map_err(|e| Error::admit(dep.name(), e))?;
-        let call = match decision {
-            breakerbank::Decision::Admitted(permit) => Call::Admitted(HeldPermit::new(permit)),
-            breakerbank::Decision::Rejected(r) => Call::Refused {
+        let call = match begun {
+            Begun::Running(call) => Call::Admitted(call.into_held()),
+            Begun::Refused(r) => Call::Refused {
                 dep: dep.clone(),
-                reason: r.reason,
-                retry_after: r.retry_after,
+                reason: r.reason(),
+                retry_after: r.rejection().retry_after,
             },
         };
         let rule = bank.rules().get(dep.id());
@@ -153,10 +158,7 @@ impl PyDecision {
     /// raises and changes nothing.
     fn record(&self, outcome: Outcome) -> Result<Outcome, Error> {
         let Call::Admitted(permit) = &self.call else {
-            return Err(Error::NotAdmitted {
-                dependency: self.dep().name().to_owned(),
-                reason: self.reason().unwrap_or("not admitted"),
-            });
+            return Err(self.not_admitted());
         };
         permit
             .record(outcome)
@@ -164,6 +166,69 @@ impl PyDecision {
                 dependency: self.dep().name().to_owned(),
                 outcome: prev.as_str(),
             })
+    }
+
+    /// The admitted call, to end through the core (`None` if refused).
+    fn running<'a>(&'a self, py: Python<'a>) -> PyResult<Option<Running<'a, &'a HeldPermit>>> {
+        let Some(permit) = self.permit() else {
+            return Ok(None);
+        };
+        Ok(Some(Running::held(permit, self.tenant(py)?)))
+    }
+
+    /// The call never ran (the caller's mistake, C17): the permit goes
+    /// back uncounted, its probe slot returned.
+    pub(crate) fn not_run(&self, py: Python<'_>) -> PyResult<()> {
+        if let Some(call) = self.running(py)? {
+            call.not_run();
+        }
+        Ok(())
+    }
+
+    /// Ends an admitted call that returned `value` (C17: `classify_ok`,
+    /// then the dependency's `result` rule, else a success; `slow_call`
+    /// in the core) and keeps `value` for a `stale` fallback under
+    /// `cache_key` if it counted as a success. Returns the outcome as
+    /// counted, or the classifier's error.
+    pub(crate) fn returned(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        cache_key: Option<&str>,
+        classify_ok: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Outcome> {
+        let Some(call) = self.running(py)? else {
+            return Err(self.not_admitted().into());
+        };
+        // The dependency's rule as it was at admission, if it speaks of
+        // returned values.
+        let rule = self
+            .rare
+            .as_ref()
+            .and_then(|r| r.rule.as_deref())
+            .filter(|r| r.has_result());
+        let (outcome, failed) = match (classify_ok, rule) {
+            (None, None) => (Outcome::Success, None),
+            _ => outcome::of_value(value, classify_ok, rule),
+        };
+        let ended = call.end(outcome);
+        let counted = ended.counted();
+        if let Some(err) = failed {
+            return Err(err);
+        }
+        // Only a stale dependency's decision has a store: no other keeps.
+        if let Some(values) = self.bank.values() {
+            ended.keep(cache_key, || values.put(value.clone().unbind()));
+        }
+        Ok(counted)
+    }
+
+    #[cold]
+    fn not_admitted(&self) -> Error {
+        Error::NotAdmitted {
+            dependency: self.dep().name().to_owned(),
+            reason: self.reason().unwrap_or("not admitted"),
+        }
     }
 
     /// Records the outcome of a call that returned (`None`) or raised `exc`
@@ -219,7 +284,7 @@ impl PyDecision {
         // changes nothing), in one lock of the permit.
         match exc {
             None => {
-                let _ = permit.record(Outcome::Success);
+                Running::held(permit, None).end(Outcome::Success);
             }
             Some(_) if permit.outcome().is_none() => {
                 self.finish_with(py, exc)?;
@@ -322,16 +387,15 @@ impl PyDecision {
     pub(crate) fn _returned(
         &self,
         py: Python<'_>,
-        value: Py<PyAny>,
+        value: &Bound<'_, PyAny>,
         cache_key: Option<&str>,
     ) -> PyResult<&'static str> {
-        let counted = self.finish_with(py, None)?;
-        // Only a stale dependency's decision has a store: no other keeps.
-        if let Some(values) = self.bank.values() {
-            self.dep()
-                .keep_stale(self.tenant(py)?, cache_key, counted, || values.put(value));
+        if self.outcome().is_some() {
+            // Recorded already: refused as `finish` refuses it.
+            return self.finish_with(py, None).map(Outcome::as_str);
         }
-        Ok(counted.as_str())
+        self.returned(py, value, cache_key, None)
+            .map(Outcome::as_str)
     }
 
     /// For a decision that was not admitted: serves the declared fallback as
@@ -355,9 +419,7 @@ impl PyDecision {
         };
         serve(
             py,
-            self.dep(),
-            self.tenant(py)?,
-            &rejection,
+            Refused::of(self.dep(), self.tenant(py)?, rejection),
             fallback,
             args,
             kwargs,
@@ -383,6 +445,32 @@ impl PyDecision {
         } else {
             deadline_expired(this.dep(), tenant).into()
         })
+    }
+
+    /// `async with dep.admit(...)`: as `__enter__`, awaited.
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyReady>> {
+        let entered = Self::__enter__(slf).map(|d| d.into_any().unbind());
+        Bound::new(slf.py(), PyReady::new(entered))
+    }
+
+    /// `async with`'s exit: as `__exit__` (never suppresses), awaited.
+    #[pyo3(signature = (exc_type=None, exc=None, traceback=None))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        exc_type: Option<&Bound<'py, PyType>>,
+        exc: Option<&Bound<'py, PyAny>>,
+        traceback: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyReady>> {
+        let _ = (exc_type, traceback);
+        let exc = exc.filter(|e| !e.is_none());
+        let exited = self.exit(py, exc).map(|suppress| {
+            pyo3::types::PyBool::new(py, suppress)
+                .to_owned()
+                .into_any()
+                .unbind()
+        });
+        Bound::new(py, PyReady::new(exited))
     }
 
     /// `__exit__` as pyo3 takes its arguments: Python sees

@@ -3,17 +3,19 @@
 use crate::aio::{Pending, PyAsyncCall};
 use crate::decision::PyDecision;
 use crate::errors::{secs, Error, Kept, Raised};
-use crate::fallback::{call_args, serve, PyFallback};
+use crate::fallback::{call_args, check_fallback, serve, PyFallback};
 use crate::held::{BankHandle, StrCache};
 use crate::outcome;
 use crate::tenant::opt_text;
 use crate::time::{instant_secs, opt_deadline};
-use breakerbank::{Decision, Dependency, Instant, Outcome, Permit, TripPolicy};
+use breakerbank::{
+    Decision, Dependency, Ended, Instant, Outcome, Permit, Refused, Running, TripPolicy,
+};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 /// A dependency of a bank (`bank["payments_client"]`): admission, calls,
 /// state and operator control for its breakers.
@@ -42,6 +44,7 @@ struct CallOptions<'py> {
     fallback: Option<Bound<'py, PyAny>>,
     cache_key: Option<Bound<'py, PyString>>,
     classify: Option<Bound<'py, PyAny>>,
+    classify_ok: Option<Bound<'py, PyAny>>,
 }
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
@@ -90,15 +93,22 @@ fn opt_seconds(v: Bound<'_, PyAny>, what: &str) -> Result<Option<f64>, Error> {
 }
 
 /// The names of `call`'s own keywords, in the order of [`checked_options`].
-static OPTION_NAMES: PyOnceLock<[Py<PyString>; 5]> = PyOnceLock::new();
+static OPTION_NAMES: PyOnceLock<[Py<PyString>; 6]> = PyOnceLock::new();
 
 /// [`OPTION_NAMES`], interned once: one check per call rather than one
 /// per name.
-fn option_names(py: Python<'_>) -> [&Bound<'_, PyString>; 5] {
+fn option_names(py: Python<'_>) -> [&Bound<'_, PyString>; 6] {
     OPTION_NAMES
         .get_or_init(py, || {
-            ["tenant", "deadline", "fallback", "cache_key", "classify"]
-                .map(|n| PyString::intern(py, n).unbind())
+            [
+                "tenant",
+                "deadline",
+                "fallback",
+                "cache_key",
+                "classify",
+                "classify_ok",
+            ]
+            .map(|n| PyString::intern(py, n).unbind())
         })
         .each_ref()
         .map(|n| n.bind(py))
@@ -107,7 +117,7 @@ fn option_names(py: Python<'_>) -> [&Bound<'_, PyString>; 5] {
 /// Which of `names` the keyword `key` is: keyword names are interned, so a
 /// pointer compare usually finds ours; a name built at run time is
 /// compared by value.
-fn option_index(names: &[&Bound<'_, PyString>; 5], key: &Bound<'_, PyAny>) -> Option<usize> {
+fn option_index(names: &[&Bound<'_, PyString>; 6], key: &Bound<'_, PyAny>) -> Option<usize> {
     names
         .iter()
         .position(|n| key.is(n))
@@ -117,10 +127,10 @@ fn option_index(names: &[&Bound<'_, PyString>; 5], key: &Bound<'_, PyAny>) -> Op
 /// `call`'s keywords, found in the order of [`option_names`], checked in
 /// that order; only those given are looked at.
 fn checked_options<'py>(
-    found: [Option<Borrowed<'_, 'py, PyAny>>; 5],
+    found: [Option<Borrowed<'_, 'py, PyAny>>; 6],
 ) -> PyResult<CallOptions<'py>> {
     let mut opts = CallOptions::default();
-    let [tenant, deadline, fallback, cache_key, classify] = found;
+    let [tenant, deadline, fallback, cache_key, classify, classify_ok] = found;
     if let Some(v) = tenant {
         opts.tenant = opt_str(v.to_owned(), "tenant")?;
     }
@@ -135,6 +145,9 @@ fn checked_options<'py>(
     }
     if let Some(v) = classify {
         opts.classify = outcome::per_call(Some(v.to_owned()))?;
+    }
+    if let Some(v) = classify_ok {
+        opts.classify_ok = outcome::per_call_ok(Some(v.to_owned()))?;
     }
     Ok(opts)
 }
@@ -165,8 +178,11 @@ impl PyDependency {
         }
     }
 
-    /// The body of `call` / `call_with`: admit, run, record, or fall back.
-    /// `classify` is the call's own classifier, already checked (C17).
+    /// The body of `call` / `call_with`, driving the core's call: begin,
+    /// then end the running call with what `f` did (and keep its value for
+    /// `stale`), or serve the refused call's fallback. `tenant` and
+    /// `cache_key` are the text of `o`'s; its classifiers are checked
+    /// already (C17).
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -175,12 +191,14 @@ impl PyDependency {
         args: Option<&Bound<'py, PyTuple>>,
         kwargs: Option<&Bound<'py, PyDict>>,
         tenant: Option<&str>,
-        tenant_obj: Option<&Bound<'py, PyString>>,
-        deadline: Option<f64>,
-        fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
-        classify: Option<&Bound<'py, PyAny>>,
+        o: &CallOptions<'py>,
     ) -> Result<Bound<'py, PyAny>, Raised<'py>> {
+        let (fallback, classify, classify_ok) = (
+            o.fallback.as_ref(),
+            o.classify.as_ref(),
+            o.classify_ok.as_ref(),
+        );
         // C17: refused before admission, so it counts against nothing (its
         // TypeError would otherwise be recorded as the dependency failing).
         if !f.is_callable() {
@@ -191,47 +209,71 @@ impl PyDependency {
             ))
             .into());
         }
-        let deadline: Option<Instant> = opt_deadline(deadline)?;
+        check_fallback(&self.dep, fallback)?;
+        let deadline: Option<Instant> = opt_deadline(o.deadline)?;
+        // `Dependency::begin` spelled out (as the core's own `call`): the
+        // admission's answer is matched where it is made, so the permit
+        // stays in registers; the arms are the core's `Running` and
+        // `Refused`, as `begin` makes them.
         let decision = self
             .dep
             .admit(tenant, deadline)
             .map_err(|e| Error::admit(self.dep.name(), e))?;
         match decision {
             Decision::Admitted(permit) => {
+                let call = Running::new(tenant, permit);
                 let value = match call_args(f, args, kwargs) {
                     Ok(value) => value,
-                    Err(err) => {
-                        return Err(self.raised(py, permit, err, deadline, classify).into())
-                    }
+                    Err(err) => return Err(self.raised(py, call, err, deadline, classify).into()),
                 };
-                let counted = permit.finish(&Ok::<(), ()>(()), Outcome::of_error);
-                self.dep.keep_stale(tenant, cache_key, counted, || {
-                    self.bank.values().put(value.clone().unbind())
-                });
+                // C17: a coroutine function is found by what it returned: a
+                // type compare, where asking the function first (an
+                // attribute lookup, ~25 ns under abi3, a quarter of a
+                // closed call) would cost every call. Its body has not run,
+                // so the permit goes back uncounted (`Running::not_run`)
+                // and its coroutine is closed.
+                if is_coroutine(&value) {
+                    return Err(not_a_sync_function(self.dep.name(), f, value, call).into());
+                }
+                let rule = self.bank.rules().for_results(self.dep.id());
+                // Without a classifier of values the outcome is a constant
+                // success, which the core's record folds into its fast path.
+                let ended = if classify_ok.is_none() && rule.is_none() {
+                    call.end(Outcome::Success)
+                } else {
+                    classified(call, &value, classify_ok, rule.as_deref())?
+                };
+                ended.keep(cache_key, || self.bank.values().put(value.clone().unbind()));
                 Ok(value)
             }
-            Decision::Rejected(rejection) => serve(
-                py,
-                &self.dep,
-                tenant,
-                &rejection,
-                fallback,
-                args,
-                kwargs,
-                cache_key,
-                self.kept(tenant_obj),
-            ),
+            Decision::Rejected(rejection) => {
+                // A refused call never runs `f`, so a coroutine function
+                // goes unseen here: it serves the fallback as any refused
+                // call, and is refused at its first admission. Asking `f`
+                // (`inspect.iscoroutinefunction`, or `__code__.co_flags`)
+                // would cost every refusal more than the refusal itself.
+                let refused = Refused::of(&self.dep, tenant, rejection);
+                serve(
+                    py,
+                    refused,
+                    fallback,
+                    args,
+                    kwargs,
+                    cache_key,
+                    self.kept(o.tenant.as_ref()),
+                )
+            }
         }
     }
 
-    /// Records the outcome of a call that raised `err` (C17's rule, see
+    /// Ends a call that raised `err` with its outcome (C17's rule, see
     /// `outcome::classify`) and returns what the caller gets: `err`, or the
     /// classifier's own error if it failed (carrying `err` as its context).
     #[cold]
-    fn raised(
+    fn raised<'a>(
         &self,
         py: Python<'_>,
-        permit: Permit<'_>,
+        call: Running<'a, Permit<'a>>,
         err: PyErr,
         deadline: Option<Instant>,
         classify: Option<&Bound<'_, PyAny>>,
@@ -245,7 +287,7 @@ impl PyDependency {
             classify,
             rule.as_deref(),
         );
-        permit.record(outcome);
+        call.end(outcome);
         failed.unwrap_or(err)
     }
 
@@ -262,6 +304,7 @@ impl PyDependency {
         fallback: Option<Bound<'py, PyAny>>,
         cache_key: Option<Bound<'py, PyString>>,
         classify: Option<Bound<'py, PyAny>>,
+        classify_ok: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         if !f.is_callable() {
             return Err(Error::Type(format!(
@@ -274,6 +317,7 @@ impl PyDependency {
             Some(v) => opt_callable(v, "fallback")?,
             None => None,
         };
+        check_fallback(&slf.get().dep, fallback.as_ref())?;
         let call = PyAsyncCall::new(Pending {
             dep: slf.clone().unbind(),
             f: f.unbind(),
@@ -284,9 +328,93 @@ impl PyDependency {
             fallback: fallback.map(Bound::unbind),
             cache_key: cache_key.map(Bound::unbind),
             classify: classify.map(Bound::unbind),
+            classify_ok: classify_ok.map(Bound::unbind),
         });
         Ok(Bound::new(slf.py(), call)?.into_any())
     }
+}
+
+static CORO_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// Whether `value` is a coroutine (what calling a coroutine function
+/// returns): one compare of its type's address with `types.CoroutineType`'s,
+/// no reference counted (the type lives as long as the interpreter).
+#[inline]
+pub(crate) fn is_coroutine(value: &Bound<'_, PyAny>) -> bool {
+    let py = value.py();
+    let coroutine = match CORO_TYPE.get(py) {
+        Some(t) => t,
+        None => match coroutine_type(py) {
+            Some(t) => t,
+            None => return false,
+        },
+    };
+    // SAFETY: `value` is a live object; its type pointer is only compared.
+    let ty = unsafe { pyo3::ffi::Py_TYPE(value.as_ptr()) };
+    std::ptr::eq(ty.cast::<pyo3::ffi::PyObject>(), coroutine.as_ptr())
+}
+
+/// `types.CoroutineType`, looked up the first time (`None` if it cannot
+/// be: then nothing is taken for a coroutine).
+#[cold]
+fn coroutine_type(py: Python<'_>) -> Option<&Py<PyType>> {
+    CORO_TYPE
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("types")?
+                    .getattr("CoroutineType")?
+                    .cast_into::<PyType>()?
+                    .unbind(),
+            )
+        })
+        .ok()
+}
+
+/// Ends a call that returned `value` as its classifiers say (C17); the
+/// classifier's error, if it failed, after the call was ended.
+#[cold]
+#[inline(never)]
+fn classified<'a>(
+    call: Running<'a, Permit<'a>>,
+    value: &Bound<'_, PyAny>,
+    classify_ok: Option<&Bound<'_, PyAny>>,
+    rule: Option<&outcome::Rule>,
+) -> PyResult<Ended<'a>> {
+    let (outcome, failed) = outcome::of_value(value, classify_ok, rule);
+    let ended = call.end(outcome);
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(ended),
+    }
+}
+
+/// C17's words for a coroutine function given to `call`.
+#[cold]
+fn wrong_form(dependency: &str, f: &Bound<'_, PyAny>) -> String {
+    let name = f
+        .getattr(intern!(f.py(), "__qualname__"))
+        .and_then(|n| n.str())
+        .map_or_else(|_| type_name(f), |n| n.to_string());
+    format!(
+        "{name} is a coroutine function: call it through `{dependency}` with \
+         `await dep.acall(...)` (Dependency.call runs synchronous callables)"
+    )
+}
+
+/// A coroutine function given to `call`, found once admitted: its
+/// coroutine is closed (it never ran, so nothing warns that it was never
+/// awaited) and the permit given back uncounted (C17).
+#[cold]
+#[inline(never)]
+fn not_a_sync_function<'a>(
+    dependency: &str,
+    f: &Bound<'_, PyAny>,
+    coroutine: Bound<'_, PyAny>,
+    call: Running<'a, Permit<'a>>,
+) -> PyErr {
+    call.not_run();
+    let _ = coroutine.call_method0(intern!(coroutine.py(), "close"));
+    Error::Type(wrong_form(dependency, f)).into()
 }
 
 #[pymethods]
@@ -415,24 +543,29 @@ impl PyDependency {
     /// caller: only the breaker's count changes. When several lists match,
     /// failure wins over cancelled, and cancelled over success; an exception
     /// none matches follows the default rule. A call's own `classify=` comes
-    /// first. Each call replaces the rule (no arguments clears it); it
-    /// applies to every handle of the dependency, from the calls admitted
-    /// next.
-    #[pyo3(signature = (failure=None, success=None, cancelled=None))]
+    /// first. `result` is a callable of a value a call returned, giving
+    /// "failure", "success", "cancelled" or None (a success): an answer
+    /// that is an error, as resilience4j's `recordResult`; a call's own
+    /// `classify_ok=` comes first. The value is still returned, and kept
+    /// for a `stale` fallback only if it counted as a success. Each call
+    /// replaces the rule (no arguments clears it); it applies to every
+    /// handle of the dependency, from the calls admitted next.
+    #[pyo3(signature = (failure=None, success=None, cancelled=None, result=None))]
     fn classify(
         &self,
         failure: Option<&Bound<'_, PyAny>>,
         success: Option<&Bound<'_, PyAny>>,
         cancelled: Option<&Bound<'_, PyAny>>,
+        result: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let rule = outcome::Rule::parse(failure, success, cancelled)?;
+        let rule = outcome::Rule::parse(failure, success, cancelled, result)?;
         self.bank.rules().set(self.dep.id(), rule);
         Ok(())
     }
 
     /// `call` with the callable's arguments passed explicitly, so they never
     /// clash with `call`'s own keywords.
-    #[pyo3(signature = (fn_, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None))]
+    #[pyo3(signature = (fn_, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, classify_ok=None))]
     #[allow(clippy::too_many_arguments)]
     fn call_with<'py>(
         &self,
@@ -445,27 +578,24 @@ impl PyDependency {
         fallback: Option<&Bound<'py, PyAny>>,
         cache_key: Option<&str>,
         classify: Option<Bound<'py, PyAny>>,
+        classify_ok: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let classify = outcome::per_call(classify)?;
-        let kwargs = kwargs.filter(|k| !k.is_empty());
-        let text = opt_text(&self.dep, tenant.as_ref())?;
-        self.run(
-            py,
-            fn_,
-            args,
-            kwargs,
-            text,
-            tenant.as_ref(),
+        let o = CallOptions {
             deadline,
-            fallback,
-            cache_key,
-            classify.as_ref(),
-        )
-        .map_err(PyErr::from)
+            fallback: fallback.cloned(),
+            classify: outcome::per_call(classify)?,
+            classify_ok: outcome::per_call_ok(classify_ok)?,
+            tenant,
+            cache_key: None,
+        };
+        let kwargs = kwargs.filter(|k| !k.is_empty());
+        let text = opt_text(&self.dep, o.tenant.as_ref())?;
+        self.run(py, fn_, args, kwargs, text, cache_key, &o)
+            .map_err(PyErr::from)
     }
 
     /// The async twin of `call_with`.
-    #[pyo3(signature = (coro_fn, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None))]
+    #[pyo3(signature = (coro_fn, /, args=None, kwargs=None, *, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, classify_ok=None))]
     #[allow(clippy::too_many_arguments)]
     fn acall_with<'py>(
         slf: &Bound<'py, Self>,
@@ -477,11 +607,22 @@ impl PyDependency {
         fallback: Option<Bound<'py, PyAny>>,
         cache_key: Option<Bound<'py, PyString>>,
         classify: Option<Bound<'py, PyAny>>,
+        classify_ok: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let classify = outcome::per_call(classify)?;
+        let classify_ok = outcome::per_call_ok(classify_ok)?;
         let args = args.unwrap_or_else(|| PyTuple::empty(slf.py()));
         Self::delegate_acall(
-            slf, coro_fn, args, kwargs, tenant, deadline, fallback, cache_key, classify,
+            slf,
+            coro_fn,
+            args,
+            kwargs,
+            tenant,
+            deadline,
+            fallback,
+            cache_key,
+            classify,
+            classify_ok,
         )
     }
 
@@ -638,14 +779,16 @@ mod vectorcall {
     static CALL: MethodDef = MethodDef::new(
         c"call",
         pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, call),
-        c"call($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
+        c"call($self, fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, classify_ok=None, **kwargs)
 --
 
 Calls `fn(*args, **kwargs)` through the breaker: admitted -> the call
-runs and its outcome is recorded (its exception propagates); not
-admitted -> the declared fallback (stale value, `fallback(*args,
-**kwargs)`, or DependencyUnavailable); expired deadline ->
-DeadlineExpired.",
+runs and its outcome is recorded (its exception propagates; a returned
+value counts as `classify_ok`, then the dependency's `result=` rule,
+say, else a success); not admitted -> the declared fallback (stale
+value, `fallback(*args, **kwargs)` on a `degraded` dependency only, or
+DependencyUnavailable); expired deadline -> DeadlineExpired. A
+coroutine function raises TypeError (use `acall`), counting nothing.",
     );
 
     static ADMIT: MethodDef = MethodDef::new(
@@ -663,7 +806,7 @@ returning \"success\", \"failure\", \"cancelled\" or None (C17).",
     static ACALL: MethodDef = MethodDef::new(
         c"acall",
         pyo3::impl_::trampoline::get_trampoline_function!(fastcall_cfunction_with_keywords, acall),
-        c"acall($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, **kwargs)
+        c"acall($self, coro_fn, /, *args, tenant=None, deadline=None, fallback=None, cache_key=None, classify=None, classify_ok=None, **kwargs)
 --
 
 The async twin of `call`: returns a coroutine that awaits
@@ -812,7 +955,7 @@ The async twin of `call`: returns a coroutine that awaits
         let o = if a.has_keywords() {
             // Borrowed, as CPython passes them: a keyword of ours costs no
             // reference count until it is checked.
-            let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 5] = [None; 5];
+            let mut found: [Option<Borrowed<'_, 'py, PyAny>>; 6] = [None; 6];
             let ours = option_names(py);
             for (key, value) in a.keywords() {
                 match option_index(&ours, &key) {
@@ -865,6 +1008,7 @@ The async twin of `call`: returns a coroutine that awaits
             o.fallback,
             o.cache_key,
             o.classify,
+            o.classify_ok,
         )?;
         Ok(awaitable.into_ptr())
     }
@@ -920,18 +1064,7 @@ The async twin of `call`: returns a coroutine that awaits
         let Parsed { f, rest, extra, o } = parse(py, &a, "call")?;
         let tenant = opt_text(&this.dep, o.tenant.as_ref())?;
         let cache_key = o.cache_key.as_ref().map(|t| t.to_str()).transpose()?;
-        this.run(
-            py,
-            &f,
-            rest.as_ref(),
-            extra.as_ref(),
-            tenant,
-            o.tenant.as_ref(),
-            o.deadline,
-            o.fallback.as_ref(),
-            cache_key,
-            o.classify.as_ref(),
-        )
+        this.run(py, &f, rest.as_ref(), extra.as_ref(), tenant, cache_key, &o)
     }
 }
 

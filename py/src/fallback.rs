@@ -1,10 +1,10 @@
 //! Serving a call that was not admitted: every choice (stale value, degraded
-//! behaviour, error) and every count is the core's
-//! `Dependency::serve_fallback`; this module only hands it Python values.
+//! behaviour, error) and every count is the core's `Refused::serve_as`;
+//! this module only hands it Python values.
 
 use crate::errors::{unavailable, unavailable_value, Error, Kept, Raised};
 use crate::held::Cached;
-use breakerbank::{Dependency, Rejection};
+use breakerbank::{Dependency, FallbackKind, NotServed, Refused};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -99,61 +99,65 @@ pub fn deadline_expired(dep: &Dependency, tenant: Option<&str>) -> Error {
     }
 }
 
-/// Serves the declared fallback for a rejected call, or raises (`args`
-/// None: no positional arguments).
+/// C17: a `fallback=` that the declared fallback never uses (only
+/// `degraded` runs one) is the caller's mistake, refused before
+/// admission rather than ignored.
+pub fn check_fallback(dep: &Dependency, fallback: Option<&Bound<'_, PyAny>>) -> Result<(), Error> {
+    match fallback {
+        Some(_) if dep.fallback().kind() != FallbackKind::Degraded => Err(unused_fallback(dep)),
+        _ => Ok(()),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unused_fallback(dep: &Dependency) -> Error {
+    Error::Type(format!(
+        "fallback= is for a `degraded` fallback, and `{}` declares `{}`: nothing would run it \
+         (an `error` fallback raises DependencyUnavailable, a `stale` one serves the value \
+         kept under cache_key); leave fallback= out",
+        dep.name(),
+        dep.fallback().kind().as_str()
+    ))
+}
+
+/// Serves the declared fallback of a refused call through the core's
+/// `Refused::serve_as`, or raises (`args` None: no positional arguments).
 ///
 /// `deadline_expired` raises `DeadlineExpired` (C10: no fallback hides it).
 /// For `degraded`, `fallback(*args, **kwargs)` is the degraded behaviour; an
 /// `Exception` it raises becomes the `__cause__` of `DependencyUnavailable`
 /// (C4), while a `BaseException` that is not an `Exception` (cancellation,
 /// interrupt) propagates as is.
-#[allow(clippy::too_many_arguments)]
 pub fn serve<'py>(
     py: Python<'py>,
-    dep: &Dependency,
-    tenant: Option<&str>,
-    rejection: &Rejection<'_>,
+    refused: Refused<'_>,
     fallback: Option<&Bound<'py, PyAny>>,
     args: Option<&Bound<'py, PyTuple>>,
     kwargs: Option<&Bound<'py, PyDict>>,
     cache_key: Option<&str>,
     kept: Kept<'_, 'py>,
 ) -> Result<Bound<'py, PyAny>, Raised<'py>> {
-    if !rejection.reason.serves_fallback() {
-        return Err(deadline_expired(dep, tenant).into());
-    }
+    let (dep, tenant) = (refused.dependency(), refused.tenant());
     let mut raised: Option<PyErr> = None;
-    // The degraded behaviour's result stays here; the core hands back a
-    // marker for it.
-    let mut degraded_value: Option<Bound<'py, PyAny>> = None;
     let degraded = fallback.map(|f| {
         let raised = &mut raised;
-        let value = &mut degraded_value;
-        move || -> Option<Cached> {
-            match call_args(f, args, kwargs) {
-                Ok(v) => {
-                    *value = Some(v);
-                    Some(Cached::Degraded)
-                }
-                Err(e) => {
-                    *raised = Some(e);
-                    None
-                }
+        move || match call_args(f, args, kwargs) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                *raised = Some(e);
+                None
             }
         }
     });
-    let served = dep.serve_fallback_ref(tenant, rejection, cache_key, degraded);
-    match served {
-        Ok(Cached::Degraded) => match degraded_value {
-            Some(v) => Ok(v),
-            None => Err(unavailable(py, dep.unavailable_ref(tenant, rejection), kept).into()),
-        },
-        Ok(v) => match v.value(py) {
-            Some(v) => Ok(v.into_bound(py)),
-            // The bank's values were cleared: it is being collected.
-            None => Err(unavailable(py, dep.unavailable_ref(tenant, rejection), kept).into()),
-        },
-        Err(refused) => {
+    // The stale cache holds tickets of the bank's values: `None` once the
+    // bank's values were cleared (it is being collected), served as
+    // nothing cached.
+    let from_cache = |c: Cached| c.value(py).map(|v| v.into_bound(py));
+    match refused.serve_as(cache_key, degraded, from_cache) {
+        Ok(v) => Ok(v),
+        Err(NotServed::DeadlineExpired) => Err(deadline_expired(dep, tenant).into()),
+        Err(NotServed::Unavailable(refused)) => {
             let Some(cause) = raised else {
                 return Err(Raised::Exc(unavailable_value(py, refused, kept)?));
             };

@@ -128,19 +128,14 @@ impl Values {
 pub enum Cached {
     /// In a stale cache: the value lives in the bank's `Values`.
     Stored(Arc<Ticket>),
-    /// A degraded behaviour's result, on its way to the caller, which
-    /// holds it (see `fallback::serve`): nothing to allocate or clone.
-    Degraded,
 }
 
 impl Cached {
     /// The Python value of a stored value; `None` once the bank's values
-    /// were cleared (the bank is being collected), and for `Degraded`,
-    /// whose value its caller holds.
+    /// were cleared (the bank is being collected).
     pub fn value(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         match self {
             Cached::Stored(t) => t.values.upgrade()?.get(py, t.id),
-            Cached::Degraded => None,
         }
     }
 }

@@ -1,16 +1,15 @@
-//! Python's exception rule: the classifier the binding gives the core
-//! (`Permit::finish`'s `classify`, as `Outcome::of_error` is Rust's), shared
-//! by `call`, `acall`, `guard`, the `with` form and `finish`: a call's
-//! `classify=`, then its dependency's rule (`dep.classify(...)`, C17), then
-//! the default below.
+//! Python's classification rule (C17): what an exception, or a returned
+//! value, of a call counts as, shared by `call`, `acall`, `guard`, the
+//! `with` form and `finish`. The outcome it gives ends the core's running
+//! call (`Running::end`), which applies `slow_call` (C10).
 //!
-//! The rule (docs/guide/deadlines.md): `asyncio.CancelledError` → cancelled; `TimeoutError` once the
-//! call's deadline has passed on the bank's clock → cancelled;
+//! An exception: a call's `classify=`, then its dependency's rule
+//! (`dep.classify(...)`), then the default (docs/guide/deadlines.md):
+//! `asyncio.CancelledError` → cancelled; `TimeoutError` once the call's
+//! deadline has passed on the bank's clock → cancelled;
 //! `KeyboardInterrupt` / `SystemExit` / `GeneratorExit` → cancelled; any
-//! other exception → failure. A call that returned is a success; the core
-//! counts it as a failure when it took at least the dependency's
-//! `slow_call` on the bank's clock (`finish` and `record_raw` return the
-//! outcome as counted).
+//! other exception → failure. A returned value: a call's `classify_ok=`,
+//! then the dependency's `result=`, then a success.
 
 use breakerbank::{Dependency, Instant, Outcome};
 use pyo3::exceptions::{
@@ -80,15 +79,20 @@ impl Matcher {
 }
 
 /// A dependency's classification rule (C17), set by `dep.classify(...)`:
-/// which exceptions count as failure, success or cancelled. When several
-/// lists match, failure wins over cancelled, and cancelled over success: a
-/// breaker errs on the side of seeing an outage. An exception no list
-/// matches is left to the exception rule ([`of_exception`]).
+/// which exceptions count as failure, success or cancelled, and what a
+/// returned value counts as (`result`). When several lists match, failure
+/// wins over cancelled, and cancelled over success: a breaker errs on the
+/// side of seeing an outage. An exception no list matches is left to the
+/// exception rule ([`of_exception`]); a value `result` says nothing of (or
+/// without one) is a success.
 #[derive(Debug, Default)]
 pub struct Rule {
     failure: Vec<Matcher>,
     cancelled: Vec<Matcher>,
     success: Vec<Matcher>,
+    /// A callable of a returned value: "failure", "success", "cancelled"
+    /// or None.
+    result: Option<Py<PyAny>>,
 }
 
 fn matchers(v: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<Matcher>> {
@@ -125,21 +129,42 @@ fn matchers(v: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Vec<Matcher>> 
 }
 
 impl Rule {
-    /// The rule of `dep.classify(failure=…, success=…, cancelled=…)`; each
-    /// argument a type, a predicate, or an iterable of them. `None` when
-    /// every list is empty (no rule).
+    /// The rule of `dep.classify(failure=…, success=…, cancelled=…,
+    /// result=…)`; each of the first three a type, a predicate, or an
+    /// iterable of them, `result` a callable of a returned value. `None`
+    /// when every list is empty and there is no `result` (no rule).
     pub fn parse(
         failure: Option<&Bound<'_, PyAny>>,
         success: Option<&Bound<'_, PyAny>>,
         cancelled: Option<&Bound<'_, PyAny>>,
+        result: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Self>> {
+        let result = match result.filter(|r| !r.is_none()) {
+            None => None,
+            Some(r) if r.is_callable() => Some(r.clone().unbind()),
+            Some(r) => {
+                return Err(PyTypeError::new_err(format!(
+                    "result= takes a callable of the returned value giving \"success\", \"failure\", \"cancelled\" or None, got {}",
+                    type_name(r)
+                )))
+            }
+        };
         let rule = Rule {
             failure: matchers(failure, "failure")?,
             cancelled: matchers(cancelled, "cancelled")?,
             success: matchers(success, "success")?,
+            result,
         };
-        let empty = rule.failure.is_empty() && rule.cancelled.is_empty() && rule.success.is_empty();
+        let empty = rule.failure.is_empty()
+            && rule.cancelled.is_empty()
+            && rule.success.is_empty()
+            && rule.result.is_none();
         Ok((!empty).then_some(rule))
+    }
+
+    /// Whether the rule says anything of returned values.
+    pub fn has_result(&self) -> bool {
+        self.result.is_some()
     }
 
     /// What the rule says of `exc`, if any list matches it.
@@ -170,6 +195,9 @@ impl Rule {
                 Matcher::Predicate(f) => visit.call(f)?,
             }
         }
+        if let Some(r) = &self.result {
+            visit.call(r)?;
+        }
         Ok(())
     }
 }
@@ -183,6 +211,9 @@ pub struct Rules {
     by_dependency: RwLock<HashMap<u32, Arc<Rule>>>,
     /// Whether any dependency has a rule: admissions skip the lock if not.
     any: AtomicBool,
+    /// Whether any dependency's rule has a `result`: calls that returned
+    /// skip the lock if not.
+    any_result: AtomicBool,
 }
 
 impl Rules {
@@ -199,6 +230,8 @@ impl Rules {
             };
             // Relaxed: a hint; the lock orders the map itself.
             self.any.store(!map.is_empty(), Ordering::Relaxed);
+            self.any_result
+                .store(map.values().any(|r| r.has_result()), Ordering::Relaxed);
             old
         };
         // Dropped outside the lock: dropping may run Python code.
@@ -214,6 +247,17 @@ impl Rules {
             return None;
         }
         self.lookup(id)
+    }
+
+    /// The rule of dependency `id` if it says what returned values count
+    /// as: most banks have none, and every call that returned asks.
+    #[inline]
+    pub fn for_results(&self, id: u32) -> Option<Arc<Rule>> {
+        // Relaxed: see `set`.
+        if !self.any_result.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.lookup(id).filter(|r| r.has_result())
     }
 
     fn lookup(&self, id: u32) -> Option<Arc<Rule>> {
@@ -245,8 +289,15 @@ impl Rules {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         self.any.store(false, Ordering::Relaxed);
+        self.any_result.store(false, Ordering::Relaxed);
         drop(taken);
     }
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
 /// A per-call `classify=`: None, or a callable (checked before admission,
@@ -256,16 +307,28 @@ pub fn per_call<'py>(v: Option<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py,
         Some(f) if f.is_none() => Ok(None),
         Some(f) if !f.is_callable() => Err(PyTypeError::new_err(format!(
             "classify must be a callable of the exception returning \"success\", \"failure\", \"cancelled\" or None, got {}",
-            f.get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            type_name(&f)
         ))),
         f => Ok(f),
     }
 }
 
-/// What `classify(exc)` returned, as an outcome; None leaves it to the rule.
-fn returned(v: &Bound<'_, PyAny>) -> PyResult<Option<Outcome>> {
+/// A per-call `classify_ok=`: None, or a callable of the returned value
+/// (checked before admission, as [`per_call`]).
+pub fn per_call_ok<'py>(v: Option<Bound<'py, PyAny>>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match v {
+        Some(f) if f.is_none() => Ok(None),
+        Some(f) if !f.is_callable() => Err(PyTypeError::new_err(format!(
+            "classify_ok must be a callable of the returned value returning \"success\", \"failure\", \"cancelled\" or None, got {}",
+            type_name(&f)
+        ))),
+        f => Ok(f),
+    }
+}
+
+/// What a classifier named `what` returned, as an outcome; None leaves it
+/// to the next rule.
+fn returned(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Outcome>> {
     if v.is_none() {
         return Ok(None);
     }
@@ -274,9 +337,50 @@ fn returned(v: &Bound<'_, PyAny>) -> PyResult<Option<Outcome>> {
         Ok("failure") => Ok(Some(Outcome::Failure)),
         Ok("cancelled") => Ok(Some(Outcome::Cancelled)),
         _ => Err(PyTypeError::new_err(format!(
-            "classify must return \"success\", \"failure\", \"cancelled\" or None, got {}",
+            "{what} must return \"success\", \"failure\", \"cancelled\" or None, got {}",
             v.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string())
         ))),
+    }
+}
+
+/// The outcome of a call that returned `value` (C17): the call's
+/// `classify_ok` if it says, else the dependency's `result` rule if it
+/// says, else a success. A classifier that raises, or returns anything
+/// but an outcome name or None, makes the outcome a success and its error
+/// is returned (the caller raises it in place of the value).
+/// `slow_call` applies afterwards, in the core's record.
+pub fn of_value(
+    value: &Bound<'_, PyAny>,
+    per_call: Option<&Bound<'_, PyAny>>,
+    rule: Option<&Rule>,
+) -> (Outcome, Option<PyErr>) {
+    if per_call.is_none() && rule.is_none() {
+        return (Outcome::Success, None);
+    }
+    classify_value(value, per_call, rule)
+}
+
+#[cold]
+#[inline(never)]
+fn classify_value(
+    value: &Bound<'_, PyAny>,
+    per_call: Option<&Bound<'_, PyAny>>,
+    rule: Option<&Rule>,
+) -> (Outcome, Option<PyErr>) {
+    let decided = (|| -> PyResult<Option<Outcome>> {
+        if let Some(f) = per_call {
+            if let Some(o) = returned(&f.call1((value,))?, "classify_ok")? {
+                return Ok(Some(o));
+            }
+        }
+        match rule.and_then(|r| r.result.as_ref()) {
+            Some(f) => returned(&f.bind(value.py()).call1((value,))?, "the result= rule"),
+            None => Ok(None),
+        }
+    })();
+    match decided {
+        Ok(o) => (o.unwrap_or(Outcome::Success), None),
+        Err(e) => (Outcome::Success, Some(e)),
     }
 }
 
@@ -297,7 +401,7 @@ pub fn classify(
 ) -> (Outcome, Option<PyErr>) {
     let decided = (|| -> PyResult<Option<Outcome>> {
         if let Some(f) = per_call {
-            if let Some(o) = returned(&f.call1((exc,))?)? {
+            if let Some(o) = returned(&f.call1((exc,))?, "classify")? {
                 return Ok(Some(o));
             }
         }

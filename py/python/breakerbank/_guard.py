@@ -69,11 +69,23 @@ def guard(
     fallback: Callable[..., Any] | None = None,
     cache_key: Callable[..., Any] | None = None,
     classify: Callable[[BaseException], str | None] | None = None,
+    classify_ok: Callable[[Any], str | None] | None = None,
 ) -> Callable[[F], F]:
     """The decorator behind ``Bank.guard`` (see its documentation)."""
     dep = bank[dependency]  # UnknownDependency now, not at the first call
     if fallback is not None and not callable(fallback):
         raise TypeError(f"fallback must be callable or None, got {type(fallback).__name__}")
+    if fallback is not None and dep.fallback.kind != "degraded":
+        # As Dependency.call refuses it (C17), but at decoration.
+        raise TypeError(
+            f"fallback= is for a `degraded` fallback, and `{dependency}` declares "
+            f"`{dep.fallback.kind}`: nothing would run it; leave fallback= out"
+        )
+    if classify_ok is not None and not callable(classify_ok):
+        raise TypeError(
+            "classify_ok must be a callable of the returned value returning "
+            f'"success", "failure", "cancelled" or None, got {type(classify_ok).__name__}'
+        )
     if classify is not None and not callable(classify):
         raise TypeError(
             "classify must be a callable of the exception returning "
@@ -116,6 +128,7 @@ def guard(
                     fallback=fallback,
                     cache_key=key,
                     classify=classify,
+                    classify_ok=classify_ok,
                 )
 
             wrapper: Callable[..., Any] = async_wrapper
@@ -132,6 +145,7 @@ def guard(
                     fallback=fallback,
                     cache_key=key,
                     classify=classify,
+                    classify_ok=classify_ok,
                 )
 
             wrapper = sync_wrapper

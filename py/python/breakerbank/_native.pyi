@@ -10,6 +10,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _State = Literal["closed", "open", "half_open", "forced_open"]
 # A call's classifier (C17): "success", "failure", "cancelled", or None for the rule.
 _Classify = Callable[[BaseException], str | None]
+_ClassifyOk = Callable[[Any], str | None]
 _Matchers = type[BaseException] | Callable[[BaseException], object] | tuple[
     type[BaseException] | Callable[[BaseException], object], ...
 ]
@@ -151,6 +152,13 @@ class Decision:
         exc: BaseException | None = None,
         traceback: TracebackType | None = None,
     ) -> bool: ...
+    def __aenter__(self) -> Awaitable[Decision]: ...
+    def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> Awaitable[bool]: ...
 
 @final
 class Dependency:
@@ -181,6 +189,7 @@ class Dependency:
         failure: _Matchers | None = None,
         success: _Matchers | None = None,
         cancelled: _Matchers | None = None,
+        result: _ClassifyOk | None = None,
     ) -> None: ...
     def call(
         self,
@@ -192,6 +201,7 @@ class Dependency:
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
         classify: _Classify | None = None,
+        classify_ok: _ClassifyOk | None = None,
         **kwargs: Any,
     ) -> Any: ...
     def call_with(
@@ -206,6 +216,7 @@ class Dependency:
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
         classify: _Classify | None = None,
+        classify_ok: _ClassifyOk | None = None,
     ) -> Any: ...
     def acall(
         self,
@@ -217,6 +228,7 @@ class Dependency:
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
         classify: _Classify | None = None,
+        classify_ok: _ClassifyOk | None = None,
         **kwargs: Any,
     ) -> Coroutine[Any, Any, Any]: ...
     def acall_with(
@@ -231,6 +243,7 @@ class Dependency:
         fallback: Callable[..., Any] | None = None,
         cache_key: str | None = None,
         classify: _Classify | None = None,
+        classify_ok: _ClassifyOk | None = None,
     ) -> Coroutine[Any, Any, Any]: ...
     def cache_put(self, key: str, value: object, *, tenant: str | None = None) -> None: ...
     def state(self, tenant: str | None = None) -> _State: ...
@@ -269,6 +282,7 @@ class Bank:
         fallback: Callable[..., Any] | None = None,
         cache_key: Callable[..., Any] | None = None,
         classify: _Classify | None = None,
+        classify_ok: _ClassifyOk | None = None,
     ) -> Callable[[_F], _F]: ...
 
 def check_profile(text: str, running: str | None = None) -> list[str]: ...
