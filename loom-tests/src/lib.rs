@@ -69,6 +69,7 @@
 //! | C20 | `c20_reload_removing_a_dependency_racing_its_fast_path` | 2 |
 //! | C19 | `c19_trip_racing_a_probe_record_and_an_admission_is_never_lost` | 2 |
 //! | C19 | `c19_half_open_racing_a_failing_call_is_never_lost` | 2 |
+//! | C22, C20 | `c22_a_reload_to_observe_racing_a_trip_leaves_the_breaker_closed` | 1 |
 //!
 //! *Determinism*: a path whose count of modelled operations depends on a
 //! hash breaks loom's replay ("Reached unexpected exploration state")

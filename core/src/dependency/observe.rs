@@ -24,18 +24,7 @@ impl Dependency {
     #[cold]
     pub(crate) fn would_trip(&self, permit: PermitData, part: &Partition, stats: Option<&Stats>) {
         let inner = &*self.inner;
-        match part.window() {
-            Some(window) => window.clear(),
-            None => {
-                // A tenant slot's window of this episode only: one of a
-                // later episode starts empty anyway.
-                part.with_episode_window(|window| {
-                    if window.episode == permit.generation {
-                        window.clear();
-                    }
-                });
-            }
-        }
+        self.restart_window(part, permit.generation);
         if let Some(s) = stats {
             bump(&s.would_trip_total);
         }
@@ -62,43 +51,74 @@ impl Dependency {
     /// breaker stays forced: the operator's isolation lasts until a reset
     /// (C11).
     pub(crate) fn restart_for_mode(&self) {
-        let restart = |slot: u32, part: &Partition| {
-            let reopened = |w: Word| match w.phase().seen() {
-                Phase::Open | Phase::HalfOpen => machine::reset(w),
-                _ => None,
-            };
-            if let Operated::Done(t) = part.cell.operate(reopened, |_| true) {
-                self.on_transition(slot, part, &t, EventKind::Transition);
-                return;
-            }
-            let mut w = part.cell.load();
-            while w.phase() == Phase::Closed && w.count() != 0 {
-                if part.cell.try_replace(w, w.with_count(0)) {
-                    break;
-                }
-                w = part.cell.load();
-            }
-            if w.phase() != Phase::Closed {
-                return;
-            }
-            match part.window() {
-                Some(window) => window.clear(),
-                None => {
-                    part.with_episode_window(|window| {
-                        if window.episode == w.generation() {
-                            window.clear();
-                        }
-                    });
-                }
-            }
-        };
         match self.parts() {
-            Parts::Global(p) => restart(0, p),
+            Parts::Global(p) => self.restart_closed(0, p),
             Parts::Tenant(t, shared) => {
                 for (slot, part, _) in t.live() {
-                    restart(slot, part);
+                    self.restart_closed(slot, part);
                 }
-                restart(0, shared);
+                self.restart_closed(0, shared);
+            }
+        }
+    }
+
+    /// A closed breaker's trip was decided on `used`, a tuning a reload
+    /// has since replaced with one in observe mode: the reload's restart
+    /// may have come before the trip's CAS, so the trip is undone here, as
+    /// the restart would have done (C22: observe mode admits every call
+    /// from the switch). A trip path, never the healthy one.
+    pub(crate) fn tripped_on(&self, used: &Tuning, slot: u32, part: &Partition) {
+        if !used.policy.observe && self.inner.tuning().policy.observe {
+            self.restart_closed(slot, part);
+        }
+    }
+
+    /// One partition of [`Dependency::restart_for_mode`]. Every path
+    /// writes the word (a closed one with its own value if nothing
+    /// changes): a trip decided on the old tuning whose CAS comes after
+    /// this write reads it, and so sees the new tuning when it checks
+    /// ([`Dependency::tripped_on`]); one whose CAS came first is closed
+    /// here. A load alone would let both miss each other.
+    fn restart_closed(&self, slot: u32, part: &Partition) {
+        loop {
+            let w = part.cell.load();
+            match w.phase().seen() {
+                Phase::Open | Phase::HalfOpen => {
+                    let reopened = |w: Word| match w.phase().seen() {
+                        Phase::Open | Phase::HalfOpen => machine::reset(w),
+                        _ => None,
+                    };
+                    if let Operated::Done(t) = part.cell.operate(reopened, |_| true) {
+                        self.on_transition(slot, part, &t, EventKind::Transition);
+                        return;
+                    }
+                }
+                Phase::Closed => {
+                    if part.cell.try_replace(w, w.with_count(0)) {
+                        self.restart_window(part, w.generation());
+                        return;
+                    }
+                }
+                // Forced open (the operator's until a reset), or a slot
+                // in a hand-over (no breaker).
+                _ => return,
+            }
+        }
+    }
+
+    /// Restarts the failure-rate window of `part`'s closed episode of
+    /// `generation`, if it keeps one.
+    fn restart_window(&self, part: &Partition, generation: u64) {
+        match part.window() {
+            Some(window) => window.clear(),
+            None => {
+                // A tenant slot's window of this episode only: one of a
+                // later episode starts empty anyway.
+                part.with_episode_window(|window| {
+                    if window.episode == generation {
+                        window.clear();
+                    }
+                });
             }
         }
     }

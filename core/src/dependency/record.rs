@@ -402,6 +402,9 @@ impl Dependency {
         drop(pin);
         if let Recorded::Transition(t) = r {
             self.on_transition(permit.slot, part, &t, EventKind::Transition);
+            if t.from == Phase::Closed {
+                self.tripped_on(tuning, permit.slot, part);
+            }
         }
         match verdict {
             Verdict::Success => Outcome::Success,

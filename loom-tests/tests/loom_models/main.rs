@@ -17,6 +17,7 @@ mod c13;
 mod c13_ledger;
 mod c19;
 mod c20;
+mod c22;
 mod c5;
 mod c7;
 mod c8;
