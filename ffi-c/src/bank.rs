@@ -14,7 +14,7 @@ use crate::types::{
 };
 use breakerbank::{
     AdmitError, Bank, Decision, Dependency, Instant, ManualClock, Outcome, Profile, RawPermit,
-    Rejection,
+    Rejection, Running,
 };
 use std::ffi::{c_char, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -527,28 +527,34 @@ enum Called<'a> {
     BadOutcome(bb_outcome_raw),
 }
 
-/// `bb_call`'s call through the breaker: admit, run `run(probe)`, record
-/// what it returned (`slow_call` judged from the admission to the record).
-/// The one place the C ABI runs a call; the core's admit and record do the
-/// rest.
+/// `bb_call`'s call through the breaker, driving the core's call: admit,
+/// run `run(probe)`, end the running call with the outcome it returned
+/// (`Running::end`: `slow_call` judged from the admission to the end, so
+/// a `BB_OUTCOME_CANCELLED` after `slow_call` is a slow failure, C10), or
+/// give it up when what it returned is no outcome. The one place the C ABI
+/// runs a call.
 #[inline(always)]
 fn call_through<'a>(
     d: &'a Dependency,
-    tenant: Option<&str>,
+    tenant: Option<&'a str>,
     deadline: Option<Instant>,
     run: impl FnOnce(bool) -> bb_outcome_raw,
 ) -> Result<Called<'a>, AdmitError> {
+    // `Dependency::begin` spelled out (as the core's own `call`): the
+    // admission's answer is matched where it is made, so the permit stays
+    // in registers.
     match d.admit(tenant, deadline)? {
         Decision::Admitted(permit) => {
-            let probe = permit.is_probe();
+            let call = Running::new(tenant, permit);
+            let probe = call.is_probe();
             let returned = run(probe);
             match returned.decode() {
                 Some(outcome) => {
-                    permit.record(outcome);
+                    call.end(outcome);
                     Ok(Called::Ran { probe })
                 }
                 None => {
-                    permit.record(Outcome::Cancelled);
+                    call.given_up();
                     Ok(Called::BadOutcome(returned))
                 }
             }

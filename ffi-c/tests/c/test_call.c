@@ -141,6 +141,23 @@ static void c5_bb_call_judges_slow_call_around_the_function(void) {
   CHECK(bbt_state(bank, EMAIL, NULL) == BB_STATE_OPEN);
 }
 
+/* C10: a function that gave up (BB_OUTCOME_CANCELLED) after running
+   slow_call is a slow failure; before slow_call it stays cancelled. */
+static void c10_bb_call_cancelled_after_slow_call_is_a_slow_failure(void) {
+  fresh_bank();
+  struct job hung = {.outcome = BB_OUTCOME_CANCELLED, .takes_ns = 1 * SEC};
+  struct job early = {.outcome = BB_OUTCOME_CANCELLED, .takes_ns = 999 * MS};
+  bb_decision d;
+  CHECK_OK(call(EMAIL, NULL, &early, &d));
+  CHECK(bbt_metric(bank, "cancelled_total", "email_client", "global", NULL) == 1);
+  CHECK(bbt_metric(bank, "failures_total", "email_client", "global", NULL) == 0);
+  CHECK_OK(call(EMAIL, NULL, &hung, &d));
+  CHECK_OK(call(EMAIL, NULL, &hung, &d));
+  CHECK(bbt_metric(bank, "failures_total", "email_client", "global", NULL) == 2);
+  CHECK(bbt_metric(bank, "cancelled_total", "email_client", "global", NULL) == 1);
+  CHECK(bbt_state(bank, EMAIL, NULL) == BB_STATE_OPEN);
+}
+
 static void c13_bb_call_with_a_bad_outcome_or_no_function_is_refused(void) {
   fresh_bank();
   bb_decision d;
@@ -191,6 +208,7 @@ int main(void) {
   RUN(c3_bb_call_refused_does_not_run_and_names_the_fallback);
   RUN(c7_bb_call_tells_the_function_it_is_a_probe);
   RUN(c5_bb_call_judges_slow_call_around_the_function);
+  RUN(c10_bb_call_cancelled_after_slow_call_is_a_slow_failure);
   RUN(c13_bb_call_with_a_bad_outcome_or_no_function_is_refused);
   RUN(bb_call_may_be_nested);
   RUN(c13_many_lost_permits_leave_later_ones_counting_once);
