@@ -119,6 +119,7 @@ pub use partition::PARTITION_BYTES;
 pub use profile::{
     Advice, AdviceKind, Backoff, ConfigError, DependencyConfig, Isolation, Mode, PartitionSeries,
     Profile, Recovery, Slo, TripPolicy, DEFAULT_MAX_TENANTS, DEFAULT_MEMORY_LIMIT, MAX_MAX_TENANTS,
+    MAX_PROFILE_BYTES,
 };
 /// The YAML crate whose [`Value`](serde_yaml_ng::Value)
 /// [`Profile::from_value`] takes, so a caller builds one with the same

@@ -1,26 +1,27 @@
-//! The YAML profile: parsed with serde (`deny_unknown_fields`), then
-//! validated into [`DependencyConfig`]s. Every rejection names the
-//! dependency and the field.
+//! The YAML profile: read into a tree that keeps each value's position
+//! ([`yaml`]), then validated into [`DependencyConfig`]s. Every problem is
+//! listed, each naming the dependency and the field, with its line and
+//! column, in the profile's words.
 
 use crate::fallback::Fallback;
 use crate::state::word::{MAX_COUNT, MAX_PROBES};
 use crate::table::Table;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
+use std::collections::HashMap;
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-mod advice;
 #[cfg(test)]
 mod fields;
+mod advice;
 mod slo;
+mod yaml;
 
 pub use advice::{Advice, AdviceKind};
 pub use slo::{Recovery, Slo};
 
-/// A field written as a string (durations), as [`scalar`] reads it.
-type RawDuration = Option<String>;
+use yaml::{At, Kind, Node, Position, Shown, Value};
 
 /// Default bound on tenant partitions per tenant-scoped dependency (C9).
 pub const DEFAULT_MAX_TENANTS: u32 = 100_000;
@@ -200,12 +201,14 @@ pub enum PartitionSeries {
 impl Profile {
     /// Parses and validates a YAML profile.
     pub fn from_yaml(text: &str) -> Result<Profile, ConfigError> {
+        if text.len() > MAX_PROFILE_BYTES {
+            return Err(too_large(text.len() as u64));
+        }
         if text.trim().is_empty() {
             return Err(ConfigError::one(EMPTY));
         }
-        let raw: RawProfile = serde_yaml_ng::from_str(text)
-            .map_err(|e| ConfigError::one(first_position_only(&parse_message(&e))))?;
-        Self::validate(raw)
+        let root = yaml::parse(text).map_err(ConfigError::one)?;
+        Self::validate(&root)
     }
 
     /// Validates a profile given as data rather than text: a mapping built
@@ -249,53 +252,14 @@ impl Profile {
         if value.is_null() {
             return Err(ConfigError::one(EMPTY));
         }
-        // Through the text parser, so data and text share every check and
-        // message; positions in that text mean nothing to the caller.
-        let text = serde_yaml_ng::to_string(&value)
-            .map_err(|e| ConfigError::one(format!("the profile cannot be read as data: {e}")))?;
-        let raw: RawProfile = serde_yaml_ng::from_str(&text)
-            .map_err(|e| ConfigError::one(without_positions(&parse_message(&e))))?;
-        Self::validate(raw)
+        Self::validate(&yaml::from_value(&value))
     }
 
-    /// The checks after parsing, the same for text and for data.
-    fn validate(raw: RawProfile) -> Result<Profile, ConfigError> {
+    /// The checks after reading, the same for text and for data.
+    fn validate(root: &Node) -> Result<Profile, ConfigError> {
         let mut problems = Vec::new();
-        let mut deps = Vec::new();
-        let memory_limit = match &raw.memory_limit {
-            None => Some(DEFAULT_MEMORY_LIMIT),
-            Some(v) => parse_bytes(v).map_err(|why| problems.push(why)).ok(),
-        };
-        let partition_series = match &raw.metrics {
-            None => PartitionSeries::default(),
-            Some(v) => parse_metrics(v).unwrap_or_else(|why| {
-                problems.push(why);
-                PartitionSeries::default()
-            }),
-        };
-        if raw.dependencies.0.is_empty() {
-            problems.push("`dependencies` is empty: declare at least one dependency".into());
-        }
-        for (name, dep) in raw.dependencies.0 {
-            let mut v = Validator {
-                dep: &name,
-                problems: &mut problems,
-            };
-            if let Some(cfg) = v.dependency(&name, dep) {
-                deps.push(cfg);
-            }
-        }
-        if let (true, Some(limit)) = (problems.is_empty(), memory_limit) {
-            if let Some(why) = over_memory_limit(&deps, limit, raw.memory_limit.as_ref()) {
-                problems.push(why);
-            }
-        }
-        match (problems.is_empty(), memory_limit) {
-            (true, Some(memory_limit)) => Ok(Profile {
-                deps,
-                memory_limit,
-                partition_series,
-            }),
+        match validate_top(root, &mut problems) {
+            Some(profile) if problems.is_empty() => Ok(profile),
             _ => Err(ConfigError { problems }),
         }
     }
@@ -303,9 +267,21 @@ impl Profile {
     /// Reads and validates a YAML profile file.
     pub fn load(path: impl AsRef<Path>) -> Result<Profile, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let cannot = |e: std::io::Error| {
             ConfigError::one(format!("cannot read profile `{}`: {e}", path.display()))
-        })?;
+        };
+        // Never more than the cap into memory, whatever the file holds.
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                f.take(MAX_PROFILE_BYTES as u64 + 1)
+                    .read_to_string(&mut text)
+            })
+            .map_err(cannot)?;
+        if text.len() > MAX_PROFILE_BYTES {
+            let bytes = std::fs::metadata(path).map_or(text.len() as u64, |m| m.len());
+            return Err(too_large(bytes));
+        }
         Self::from_yaml(&text)
     }
 
@@ -365,125 +341,265 @@ impl Profile {
 /// The problem of a profile with nothing in it.
 const EMPTY: &str = "the profile is empty: expected a `dependencies` mapping";
 
-/// A parse-level problem, in the profile's words where serde's differ:
-/// the parser's path (`dependencies.payments_client.trip.window: …`)
-/// becomes the dependency and the field, as validation names them.
-fn parse_message(e: &serde_yaml_ng::Error) -> String {
-    let msg = e
-        .to_string()
-        .replace("struct RawProfile", "a mapping with a `dependencies` key");
-    let Some(rest) = msg.strip_prefix("dependencies: ") else {
-        return msg;
-    };
-    let Some(name) = rest
-        .strip_prefix("dependency `")
-        .and_then(|r| r.split_once("`: "))
-        .map(|(name, _)| name)
-    else {
-        return format!("field `dependencies`: {rest}");
-    };
-    let head = format!("dependency `{name}`: ");
-    let inner = &rest[head.len()..];
-    let path = format!("dependencies.{name}");
-    match inner.strip_prefix(path.as_str()) {
-        Some(after) => match after.strip_prefix(": ") {
-            Some(m) => format!("{head}{m}"),
-            None => match after.strip_prefix('.').and_then(|a| a.split_once(": ")) {
-                Some((field, m)) => format!("{head}field `{field}`: {m}"),
-                None => rest.to_string(),
-            },
-        },
-        None => rest.to_string(),
-    }
+/// Most bytes of text a profile may have: a reload may take its text
+/// from a network endpoint, and a profile of this size (tens of thousands
+/// of dependencies) loads in a second or two.
+pub const MAX_PROFILE_BYTES: usize = 16 << 20;
+
+/// The problem of a profile longer than [`MAX_PROFILE_BYTES`].
+fn too_large(bytes: u64) -> ConfigError {
+    ConfigError::one(format!(
+        "the profile is {bytes} bytes, more than the {MAX_PROFILE_BYTES} (16 MiB) a profile may have"
+    ))
 }
 
-/// The spans of every " at line N column M" in `msg`.
-fn positions(msg: &str) -> Vec<std::ops::Range<usize>> {
-    const AT: &str = " at line ";
-    let digits = |s: &str| s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = msg[from..].find(AT) {
-        let start = from + i;
-        let rest = &msg[start + AT.len()..];
-        let line = digits(rest);
-        match rest[line..].strip_prefix(" column ") {
-            Some(col) if line > 0 && digits(col) > 0 => {
-                let end = start + AT.len() + line + " column ".len() + digits(col);
-                out.push(start..end);
-                from = end;
-            }
-            _ => from = start + AT.len(),
+/// Where in the profile a mapping is, and which fields it takes. One table
+/// for the parser, its hints ("did you mean", "belongs under") and the
+/// test that the reference documents every field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Level {
+    Top,
+    Metrics,
+    Dependency,
+    Trip,
+    Backoff,
+    HalfOpen,
+    Fallback,
+    Slo,
+    Recovery,
+}
+
+impl Level {
+    /// Every level, for hints that look beyond the current one.
+    pub(crate) const ALL: [Level; 9] = [
+        Level::Top,
+        Level::Metrics,
+        Level::Dependency,
+        Level::Trip,
+        Level::Backoff,
+        Level::HalfOpen,
+        Level::Fallback,
+        Level::Slo,
+        Level::Recovery,
+    ];
+
+    /// The fields this level takes.
+    pub(crate) fn fields(self) -> &'static [&'static str] {
+        match self {
+            Level::Top => &["memory_limit", "metrics", "dependencies"],
+            Level::Metrics => &["partitions"],
+            Level::Dependency => &[
+                "isolation",
+                "trip",
+                "open_duration",
+                "backoff",
+                "half_open",
+                "fallback",
+                "recovery_bound",
+                "probe_timeout",
+                "max_tenants",
+                "slo",
+                "mode",
+            ],
+            Level::Trip => &[
+                "consecutive_failures",
+                "failure_rate",
+                "min_calls",
+                "window",
+                "slow_call",
+            ],
+            Level::Backoff => &["multiplier", "max"],
+            Level::HalfOpen => &["probe_budget", "success_threshold"],
+            Level::Fallback => &["kind", "code", "max_staleness"],
+            Level::Slo => &["latency", "recovery"],
+            Level::Recovery => &["typical", "worst"],
         }
     }
-    out
-}
 
-/// `msg` with one position, the innermost (the parser adds one per level).
-fn first_position_only(msg: &str) -> String {
-    let mut out = msg.to_string();
-    for span in positions(msg).into_iter().skip(1).rev() {
-        out.replace_range(span, "");
+    /// The path of this level's fields as messages name them: relative to
+    /// the dependency for a dependency's fields (`trip.window`).
+    pub(crate) fn prefix(self) -> &'static str {
+        match self {
+            Level::Top | Level::Dependency => "",
+            Level::Metrics => "metrics.",
+            Level::Trip => "trip.",
+            Level::Backoff => "backoff.",
+            Level::HalfOpen => "half_open.",
+            Level::Fallback => "fallback.",
+            Level::Slo => "slo.",
+            Level::Recovery => "slo.recovery.",
+        }
     }
-    out
-}
 
-/// `msg` without positions.
-fn without_positions(msg: &str) -> String {
-    let mut out = msg.to_string();
-    for span in positions(msg).into_iter().rev() {
-        out.replace_range(span, "");
+    /// Whether the level is inside a dependency's settings.
+    fn in_dependency(self) -> bool {
+        !matches!(self, Level::Top | Level::Metrics)
     }
-    out
+
+    /// Where a field of this level is written, for "it belongs …".
+    fn place(self) -> &'static str {
+        match self {
+            Level::Top => "at the top level of the profile",
+            Level::Metrics => "under the top-level `metrics`",
+            Level::Dependency => "directly under the dependency's name",
+            Level::Trip => "under `trip`",
+            Level::Backoff => "under `backoff`",
+            Level::HalfOpen => "under `half_open`",
+            Level::Fallback => "under `fallback`",
+            Level::Slo => "under `slo`",
+            Level::Recovery => "under `slo.recovery`",
+        }
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawProfile {
-    /// Any YAML value: every malformed one gets the same message, naming
-    /// the field (an untagged enum's error would not).
-    memory_limit: Option<serde_yaml_ng::Value>,
-    /// As `memory_limit`: checked by hand, for messages in the profile's
-    /// words.
-    metrics: Option<serde_yaml_ng::Value>,
-    dependencies: DepMap,
+/// A field name close enough to `name` to be what was meant: at most two
+/// edits, fewer for short names.
+fn near<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let allowed = (name.chars().count() / 4).clamp(1, 3);
+    candidates
+        .into_iter()
+        .map(|c| (strsim::damerau_levenshtein(name, c), c))
+        .filter(|&(d, _)| d <= allowed)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
 }
 
-/// The top-level `metrics` mapping: `{partitions: not_closed | all}`.
-fn parse_metrics(v: &serde_yaml_ng::Value) -> Result<PartitionSeries, String> {
-    use serde_yaml_ng::Value;
-    let shown = |v: &Value| {
-        serde_yaml_ng::to_string(v)
-            .unwrap_or_default()
-            .trim()
-            .to_string()
+/// What to say of `key`, unknown at `level`: the name meant, where it
+/// belongs, or the names the level takes.
+fn unknown_field_hint(level: Level, key: &str) -> String {
+    if let Some(name) = near(key, level.fields().iter().copied()) {
+        return format!("; did you mean `{}{name}`?", level.prefix());
+    }
+    // The same name at another level a user could have meant: inside a
+    // dependency, the dependency's levels; at the top, the top's.
+    let others = Level::ALL
+        .into_iter()
+        .filter(|l| *l != level && l.in_dependency() == level.in_dependency());
+    for other in others.clone() {
+        if other.fields().contains(&key) {
+            return format!(
+                "; `{key}` belongs {} (`{}{key}`)",
+                other.place(),
+                other.prefix()
+            );
+        }
+    }
+    for other in others {
+        if let Some(name) = near(key, other.fields().iter().copied()) {
+            return format!(
+                "; did you mean `{}{name}`, which belongs {}?",
+                other.prefix(),
+                other.place()
+            );
+        }
+    }
+    let names: Vec<String> = level
+        .fields()
+        .iter()
+        .map(|f| format!("`{}{f}`", level.prefix()))
+        .collect();
+    format!("; expected one of {}", names.join(", "))
+}
+
+/// A mapping's fields, checked against its level: each unknown or
+/// repeated field is a problem; the others are looked up by name.
+struct Fields<'n> {
+    at: Option<At>,
+    entries: Vec<(&'n str, &'n Node)>,
+}
+
+impl<'n> Fields<'n> {
+    /// The value given for `name`, if any (null counts as not given).
+    fn get(&self, name: &str) -> Option<&'n Node> {
+        self.entries
+            .iter()
+            .find(|(k, v)| *k == name && !v.is_null())
+            .map(|&(_, v)| v)
+    }
+}
+
+/// The top level's checks: `memory_limit`, `metrics` and the dependencies.
+fn validate_top(root: &Node, problems: &mut Vec<String>) -> Option<Profile> {
+    let mut v = Validator {
+        dep: None,
+        problems,
     };
-    let Value::Mapping(m) = v else {
-        return Err(format!(
-            "field `metrics` must be a mapping like `{{partitions: not_closed}}`, got `{}`",
-            shown(v)
+    if root.entries().is_none() {
+        v.problems.push(format!(
+            "the profile must be a mapping with a `dependencies` key, got {}{}",
+            Shown(&root.value),
+            Position(root.at)
         ));
-    };
-    let mut series = PartitionSeries::default();
-    for (k, v) in m {
-        match (k.as_str(), v.as_str()) {
-            (Some("partitions"), Some("not_closed")) => series = PartitionSeries::NotClosed,
-            (Some("partitions"), Some("all")) => series = PartitionSeries::All,
-            (Some("partitions"), _) => {
-                return Err(format!(
-                    "field `metrics.partitions` must be `not_closed` or `all`, got `{}`",
-                    shown(v)
-                ))
-            }
-            _ => {
-                return Err(format!(
-                    "unknown field `metrics.{}`: `metrics` takes only `partitions` (`not_closed` or `all`)",
-                    shown(k)
-                ))
-            }
-        }
+        return None;
     }
-    Ok(series)
+    let top = v.fields(Level::Top, root, "the profile")?;
+    let memory_limit = match top.get("memory_limit") {
+        None => Some(DEFAULT_MEMORY_LIMIT),
+        Some(n) => v.bytes(n),
+    };
+    let partition_series = match top.get("metrics") {
+        None => Some(PartitionSeries::default()),
+        Some(n) => v.metrics(n),
+    };
+    let mut deps = Vec::new();
+    match top.get("dependencies") {
+        None if top.entries.iter().any(|(k, _)| *k == "dependencies") => {
+            v.problems.push(format!(
+                "`dependencies` is empty: declare at least one dependency{}",
+                Position(top.at)
+            ));
+        }
+        None => v.problems.push(format!(
+            "field `dependencies` is required but missing: the profile declares its dependencies under it{}",
+            Position(top.at)
+        )),
+        Some(node) => match node.entries() {
+            None => v.problems.push(format!(
+                "field `dependencies` must be a mapping from each dependency's name to its settings, got {}{}",
+                Shown(&node.value),
+                Position(node.at)
+            )),
+            Some([]) => v.problems.push(format!(
+                "`dependencies` is empty: declare at least one dependency{}",
+                Position(node.at)
+            )),
+            Some(entries) => {
+                let mut seen: HashMap<String, Option<At>> = HashMap::with_capacity(entries.len());
+                for (key, settings) in entries {
+                    let name = key.key_text();
+                    if let Some(first) = seen.get(&name) {
+                        v.problems.push(format!(
+                            "dependency `{name}` is declared twice (first{}){}",
+                            Position(*first),
+                            Position(key.at)
+                        ));
+                        continue;
+                    }
+                    seen.insert(name.clone(), key.at);
+                    let mut d = Validator {
+                        dep: Some(&name),
+                        problems: &mut *v.problems,
+                    };
+                    if let Some(cfg) = d.dependency(&name, key, settings) {
+                        deps.push(cfg);
+                    }
+                }
+            }
+        },
+    }
+    if !v.problems.is_empty() {
+        return None;
+    }
+    let memory_limit = memory_limit?;
+    if let Some(why) = over_memory_limit(&deps, memory_limit, top.get("memory_limit")) {
+        v.problems.push(why);
+        return None;
+    }
+    Some(Profile {
+        deps,
+        memory_limit,
+        partition_series: partition_series?,
+    })
 }
 
 /// The units `memory_limit` takes, longest first where one ends another.
@@ -502,15 +618,13 @@ const BYTE_UNITS: [(&str, u64); 10] = [
 
 /// `memory_limit`'s value in bytes: a positive whole number of bytes, or
 /// one with a unit (`512MiB`, `2GiB`, `1GB`).
-fn parse_bytes(v: &serde_yaml_ng::Value) -> Result<u64, String> {
-    let bad = |got: &dyn fmt::Display| {
-        format!(
-            "field `memory_limit` must be a positive size in bytes like `512MiB`, `2GiB` or `1073741824`, got `{got}`"
-        )
+fn parse_bytes(value: &Value) -> Option<u64> {
+    let Value::Scalar(text, kind) = value else {
+        return None;
     };
-    let n = match v {
-        serde_yaml_ng::Value::Number(n) => n.as_u64().ok_or_else(|| bad(n))?,
-        serde_yaml_ng::Value::String(text) => {
+    let n = match kind {
+        Kind::Int(n) => u64::try_from(*n).ok()?,
+        Kind::Str => {
             let t = text.trim();
             let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
             let (num, unit) = t.split_at(digits);
@@ -519,23 +633,13 @@ fn parse_bytes(v: &serde_yaml_ng::Value) -> Result<u64, String> {
                 u => BYTE_UNITS
                     .iter()
                     .find(|(name, _)| *name == u)
-                    .map(|&(_, scale)| scale)
-                    .ok_or_else(|| bad(text))?,
+                    .map(|&(_, scale)| scale)?,
             };
-            num.parse::<u64>()
-                .ok()
-                .and_then(|n| n.checked_mul(scale))
-                .ok_or_else(|| bad(text))?
+            num.parse::<u64>().ok()?.checked_mul(scale)?
         }
-        other => {
-            let shown = serde_yaml_ng::to_string(other).unwrap_or_default();
-            return Err(bad(&shown.trim()));
-        }
+        _ => return None,
     };
-    if n == 0 {
-        return Err(bad(&n));
-    }
-    Ok(n)
+    (n > 0).then_some(n)
 }
 
 /// The problem with `deps` whose partition tables need more than `limit`
@@ -544,7 +648,7 @@ fn parse_bytes(v: &serde_yaml_ng::Value) -> Result<u64, String> {
 fn over_memory_limit(
     deps: &[DependencyConfig],
     limit: u64,
-    given: Option<&serde_yaml_ng::Value>,
+    given: Option<&Node>,
 ) -> Option<String> {
     let tables: Vec<(&str, u64)> = deps
         .iter()
@@ -562,156 +666,23 @@ fn over_memory_limit(
         .map(|(name, bytes)| format!("`{name}` ({})", mib(*bytes)))
         .collect();
     let limit_text = match given {
-        Some(serde_yaml_ng::Value::String(s)) => format!("`memory_limit: {s}`"),
-        Some(serde_yaml_ng::Value::Number(n)) => format!("`memory_limit: {n}`"),
+        Some(Node {
+            value: Value::Scalar(text, _),
+            ..
+        }) => format!("`memory_limit: {text}`"),
         _ => "`memory_limit` (default 1GiB)".to_string(),
     };
     Some(format!(
-        "the partition tables of dependencies {} need {} when the bank is built, more than {limit_text} ({limit} bytes): lower their `max_tenants` or raise `memory_limit`",
+        "the partition tables of dependencies {} need {} when the bank is built, more than {limit_text} ({limit} bytes): lower their `max_tenants` or raise `memory_limit`{}",
         each.join(", "),
         mib(need),
+        Position(given.and_then(|n| n.at)),
     ))
 }
 
 /// Bytes as MiB with one decimal, for messages.
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
-}
-
-/// The `dependencies` mapping, keeping order and rejecting duplicate names
-/// (serde's map types would silently keep the last).
-struct DepMap(Vec<(String, RawDep)>);
-
-impl<'de> Deserialize<'de> for DepMap {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = DepMap;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping from dependency name to its settings")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DepMap, A::Error> {
-                let mut out: Vec<(String, RawDep)> = Vec::new();
-                while let Some(name) = map.next_key::<String>()? {
-                    if out.iter().any(|(n, _)| *n == name) {
-                        return Err(de::Error::custom(format!(
-                            "dependency `{name}` is declared twice"
-                        )));
-                    }
-                    let dep = map
-                        .next_value::<RawDep>()
-                        .map_err(|e| de::Error::custom(format!("dependency `{name}`: {e}")))?;
-                    out.push((name, dep));
-                }
-                Ok(DepMap(out))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<DepMap, E> {
-                Ok(DepMap(Vec::new()))
-            }
-        }
-        // Any, not map: `dependencies: null` reaches `visit_unit` (the
-        // empty mapping's message) as `dependencies:` does.
-        d.deserialize_any(V)
-    }
-}
-
-/// A field written as a string in the profile (durations, names, codes):
-/// any YAML scalar, as its text. YAML text leaves `10` untyped while a
-/// value built in code holds the number 10; both reach the field's own
-/// check (`max_staleness: 10` needs a unit), so text and data get the same
-/// message.
-fn scalar<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a string")
-        }
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-            Ok(Some(v.to_owned()))
-        }
-        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-            Ok(Some(v))
-        }
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-            Ok(Some(v.to_string()))
-        }
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-            Ok(Some(v.to_string()))
-        }
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-            Ok(Some(v.to_string()))
-        }
-        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-            Ok(Some(v.to_string()))
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-    }
-    d.deserialize_any(V)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDep {
-    #[serde(default, deserialize_with = "scalar")]
-    isolation: Option<String>,
-    trip: Option<RawTrip>,
-    #[serde(default, deserialize_with = "scalar")]
-    open_duration: Option<String>,
-    backoff: Option<RawBackoff>,
-    half_open: Option<RawHalfOpen>,
-    fallback: Option<RawFallback>,
-    #[serde(default, deserialize_with = "scalar")]
-    recovery_bound: Option<String>,
-    #[serde(default, deserialize_with = "scalar")]
-    probe_timeout: Option<String>,
-    max_tenants: Option<i64>,
-    slo: Option<slo::RawSlo>,
-    #[serde(default, deserialize_with = "scalar")]
-    mode: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTrip {
-    consecutive_failures: Option<i64>,
-    failure_rate: Option<f64>,
-    min_calls: Option<i64>,
-    #[serde(default, deserialize_with = "scalar")]
-    window: Option<String>,
-    #[serde(default, deserialize_with = "scalar")]
-    slow_call: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawBackoff {
-    multiplier: Option<f64>,
-    #[serde(default, deserialize_with = "scalar")]
-    max: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawHalfOpen {
-    probe_budget: Option<i64>,
-    success_threshold: Option<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFallback {
-    #[serde(default, deserialize_with = "scalar")]
-    kind: Option<String>,
-    #[serde(default, deserialize_with = "scalar")]
-    code: Option<String>,
-    #[serde(default, deserialize_with = "scalar")]
-    max_staleness: Option<String>,
 }
 
 const HTTP_METHODS: [&str; 9] = [
@@ -740,110 +711,304 @@ pub(crate) fn route_like(name: &str) -> Option<&'static str> {
     None
 }
 
+/// The checks of one part of the profile, each problem pushed with the
+/// dependency it concerns (if any), the field, and the position.
 struct Validator<'a> {
-    dep: &'a str,
+    dep: Option<&'a str>,
     problems: &'a mut Vec<String>,
 }
 
 impl Validator<'_> {
-    fn bad(&mut self, field: &str, what: impl fmt::Display) {
-        self.problems
-            .push(format!("dependency `{}`: field `{field}` {what}", self.dep));
+    /// "dependency `x`: " inside a dependency, nothing at the top.
+    fn head(&self) -> String {
+        match self.dep {
+            Some(dep) => format!("dependency `{dep}`: "),
+            None => String::new(),
+        }
     }
 
-    fn required<T>(&mut self, field: &str, v: Option<T>) -> Option<T> {
+    fn bad(&mut self, field: &str, what: impl fmt::Display, at: Option<At>) {
+        let head = self.head();
+        self.problems
+            .push(format!("{head}field `{field}` {what}{}", Position(at)));
+    }
+
+    /// The fields of `node`, a mapping at `level`: `None` (a problem
+    /// pushed) when it is not one. `what` names it for that message.
+    fn fields<'n>(&mut self, level: Level, node: &'n Node, what: &str) -> Option<Fields<'n>> {
+        let Some(entries) = node.entries() else {
+            let head = self.head();
+            self.problems.push(format!(
+                "{head}{what} must be a mapping, got {}{}",
+                Shown(&node.value),
+                Position(node.at)
+            ));
+            return None;
+        };
+        let mut out: Vec<(&'n str, &'n Node)> = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let Value::Scalar(name, _) = &key.value else {
+                let head = self.head();
+                self.problems.push(format!(
+                    "{head}{what} has {} as a field name: field names are words like `{}`{}",
+                    Shown(&key.value),
+                    level.fields()[0],
+                    Position(key.at)
+                ));
+                continue;
+            };
+            if !level.fields().contains(&name.as_str()) {
+                let head = self.head();
+                self.problems.push(format!(
+                    "{head}unknown field `{}{name}`{}{}",
+                    level.prefix(),
+                    unknown_field_hint(level, name),
+                    Position(key.at)
+                ));
+                continue;
+            }
+            if out.iter().any(|(k, _)| k == name) {
+                self.bad(
+                    &format!("{}{name}", level.prefix()),
+                    "is given twice: keep one",
+                    key.at,
+                );
+                continue;
+            }
+            out.push((name, value));
+        }
+        Some(Fields {
+            at: node.at,
+            entries: out,
+        })
+    }
+
+    fn required<'n>(
+        &mut self,
+        field: &str,
+        v: Option<&'n Node>,
+        at: Option<At>,
+    ) -> Option<&'n Node> {
         if v.is_none() {
-            self.bad(field, "is required but missing");
+            self.bad(field, "is required but missing", at);
         }
         v
     }
 
-    fn duration(&mut self, field: &str, v: Option<String>) -> Option<Duration> {
-        let s = v?;
-        match humantime::parse_duration(s.trim()) {
-            Ok(d) if d.is_zero() => {
-                self.bad(field, format!("must be a positive duration, got `{s}`"));
-                None
-            }
-            Ok(d) => Some(d),
-            Err(e) => {
+    /// A scalar's text (a number or word as written); a list or mapping
+    /// is a problem, `what` saying what was expected.
+    fn text(&mut self, field: &str, v: Option<&Node>, what: &str) -> Option<String> {
+        let node = v?;
+        match &node.value {
+            Value::Scalar(text, _) => Some(text.clone()),
+            other => {
                 self.bad(
                     field,
-                    format!("must be a positive duration like `250ms`, `30s`, `5m` or `1h`, got `{s}` ({e})"),
+                    format!("must be {what}, got {}", Shown(other)),
+                    node.at,
                 );
                 None
             }
         }
     }
 
-    fn count(&mut self, field: &str, v: Option<i64>, max: u32) -> Option<u32> {
-        let n = v?;
-        if n < 1 || n > i64::from(max) {
-            self.bad(field, format!("must be between 1 and {max}, got {n}"));
-            return None;
+    fn duration(&mut self, field: &str, v: Option<&Node>) -> Option<Duration> {
+        const LIKE: &str = "a positive duration like `250ms`, `30s`, `5m` or `1h`";
+        let at = v?.at;
+        let s = self.text(field, v, LIKE)?;
+        match humantime::parse_duration(s.trim()) {
+            Ok(d) if d.is_zero() => {
+                self.bad(field, format!("must be a positive duration, got `{s}`"), at);
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                let why = match e {
+                    humantime::DurationError::UnknownUnit { unit, .. } => {
+                        format!(" (`{unit}` is not a unit: use `ms`, `s`, `m`, `h` or `d`)")
+                    }
+                    humantime::DurationError::NumberOverflow => " (too long)".to_string(),
+                    _ => String::new(),
+                };
+                self.bad(field, format!("must be {LIKE}, got `{s}`{why}"), at);
+                None
+            }
         }
-        u32::try_from(n).ok()
     }
 
-    fn dependency(&mut self, name: &str, raw: RawDep) -> Option<DependencyConfig> {
+    fn count(&mut self, field: &str, v: Option<&Node>, max: u32) -> Option<u32> {
+        let node = v?;
+        match node.value {
+            Value::Scalar(_, Kind::Int(n)) if (1..=i64::from(max)).contains(&n) => {
+                u32::try_from(n).ok()
+            }
+            Value::Scalar(_, Kind::Int(n)) => {
+                self.bad(
+                    field,
+                    format!("must be between 1 and {max}, got {n}"),
+                    node.at,
+                );
+                None
+            }
+            ref other => {
+                self.bad(
+                    field,
+                    format!(
+                        "must be a whole number between 1 and {max}, got {}",
+                        Shown(other)
+                    ),
+                    node.at,
+                );
+                None
+            }
+        }
+    }
+
+    fn number(&mut self, field: &str, v: Option<&Node>) -> Option<f64> {
+        let node = v?;
+        match node.value {
+            Value::Scalar(_, Kind::Float(x)) => Some(x),
+            Value::Scalar(_, Kind::Int(n)) => Some(n as f64),
+            ref other => {
+                self.bad(
+                    field,
+                    format!("must be a number, got {}", Shown(other)),
+                    node.at,
+                );
+                None
+            }
+        }
+    }
+
+    fn bytes(&mut self, node: &Node) -> Option<u64> {
+        let n = parse_bytes(&node.value);
+        if n.is_none() {
+            self.bad(
+                "memory_limit",
+                format!(
+                    "must be a positive size in bytes like `512MiB`, `2GiB` or `1073741824`, got {}",
+                    Shown(&node.value)
+                ),
+                node.at,
+            );
+        }
+        n
+    }
+
+    /// The top-level `metrics` mapping: `{partitions: not_closed | all}`.
+    fn metrics(&mut self, node: &Node) -> Option<PartitionSeries> {
+        let f = self.fields(Level::Metrics, node, "field `metrics`")?;
+        let Some(p) = f.get("partitions") else {
+            return Some(PartitionSeries::default());
+        };
+        match &p.value {
+            Value::Scalar(s, Kind::Str) if s == "not_closed" => Some(PartitionSeries::NotClosed),
+            Value::Scalar(s, Kind::Str) if s == "all" => Some(PartitionSeries::All),
+            other => {
+                self.bad(
+                    "metrics.partitions",
+                    format!("must be `not_closed` or `all`, got {}", Shown(other)),
+                    p.at,
+                );
+                None
+            }
+        }
+    }
+
+    fn dependency(&mut self, name: &str, key: &Node, node: &Node) -> Option<DependencyConfig> {
         let before = self.problems.len();
         if let Some(why) = route_like(name) {
             self.problems.push(format!(
-                "dependency `{name}`: name {why}; name a dependency after its client module (e.g. `payments_client`), not an inbound route"
+                "dependency `{name}`: name {why}; name a dependency after its client module (e.g. `payments_client`), not an inbound route{}",
+                Position(key.at)
             ));
         }
-        let isolation = match self.required("isolation", raw.isolation).as_deref() {
+        if node.is_null() {
+            self.problems.push(format!(
+                "dependency `{name}`: has no settings: give its `isolation`, `trip`, `open_duration`, `half_open`, `fallback` and `recovery_bound`{}",
+                Position(key.at)
+            ));
+            return None;
+        }
+        let f = self.fields(Level::Dependency, node, "its settings")?;
+        let at = f.at;
+        let iso = self.required("isolation", f.get("isolation"), at);
+        let isolation = match self
+            .text("isolation", iso, "`global` or `tenant`")
+            .as_deref()
+        {
             Some("global") => Some(Isolation::Global),
             Some("tenant") => Some(Isolation::Tenant),
             Some(other) => {
                 self.bad(
                     "isolation",
                     format!("must be `global` or `tenant`, got `{other}`"),
+                    iso.and_then(|n| n.at),
                 );
                 None
             }
             None => None,
         };
-        let (trip, slow_call) = match self.required("trip", raw.trip) {
+        let (trip, slow_call) = match self.required("trip", f.get("trip"), at) {
             Some(t) => self.trip(t),
             None => (None, None),
         };
-        let open_duration = self.required("open_duration", raw.open_duration);
-        let open_duration = self.duration("open_duration", open_duration);
-        let backoff = raw.backoff.and_then(|b| self.backoff(b, open_duration));
-        let (probe_budget, success_threshold) = match self.required("half_open", raw.half_open) {
-            Some(h) => {
-                let pb = self.required("half_open.probe_budget", h.probe_budget);
-                let st = self.required("half_open.success_threshold", h.success_threshold);
-                (
-                    self.count("half_open.probe_budget", pb, MAX_PROBES),
-                    self.count("half_open.success_threshold", st, MAX_COUNT),
-                )
-            }
-            None => (None, None),
-        };
+        let open = self.required("open_duration", f.get("open_duration"), at);
+        let open_duration = self.duration("open_duration", open);
+        let backoff = f
+            .get("backoff")
+            .and_then(|b| self.backoff(b, open_duration));
+        let (probe_budget, success_threshold) =
+            match self.required("half_open", f.get("half_open"), at) {
+                Some(h) => match self.fields(Level::HalfOpen, h, "field `half_open`") {
+                    Some(h) => {
+                        let pb =
+                            self.required("half_open.probe_budget", h.get("probe_budget"), h.at);
+                        let st = self.required(
+                            "half_open.success_threshold",
+                            h.get("success_threshold"),
+                            h.at,
+                        );
+                        (
+                            self.count("half_open.probe_budget", pb, MAX_PROBES),
+                            self.count("half_open.success_threshold", st, MAX_COUNT),
+                        )
+                    }
+                    None => (None, None),
+                },
+                None => (None, None),
+            };
         let fallback = self
-            .required("fallback", raw.fallback)
-            .and_then(|f| self.fallback(f));
-        let recovery_bound = self.required("recovery_bound", raw.recovery_bound);
-        let recovery_bound = self.duration("recovery_bound", recovery_bound);
-        let probe_timeout = self.duration("probe_timeout", raw.probe_timeout);
-        let max_tenants = match (raw.max_tenants, isolation) {
-            (Some(_), Some(Isolation::Global)) => {
-                self.bad("max_tenants", "is only allowed with `isolation: tenant`");
+            .required("fallback", f.get("fallback"), at)
+            .and_then(|n| self.fallback(n));
+        let rb = self.required("recovery_bound", f.get("recovery_bound"), at);
+        let recovery_bound = self.duration("recovery_bound", rb);
+        let probe_timeout = self.duration("probe_timeout", f.get("probe_timeout"));
+        let max_tenants = match (f.get("max_tenants"), isolation) {
+            (Some(n), Some(Isolation::Global)) => {
+                self.bad(
+                    "max_tenants",
+                    "is only allowed with `isolation: tenant`",
+                    n.at,
+                );
                 None
             }
             (Some(n), _) => self.count("max_tenants", Some(n), MAX_MAX_TENANTS),
             (None, _) => Some(DEFAULT_MAX_TENANTS),
         };
-        let slo = raw.slo.and_then(|s| self.slo(s));
-        let mode = match raw.mode.as_deref() {
+        let slo = f.get("slo").and_then(|n| self.slo(n));
+        let mode_node = f.get("mode");
+        let mode = match self
+            .text("mode", mode_node, "`enforce` or `observe`")
+            .as_deref()
+        {
             None | Some("enforce") => Some(Mode::Enforce),
             Some("observe") => Some(Mode::Observe),
             Some(other) => {
                 self.bad(
                     "mode",
                     format!("must be `enforce` or `observe`, got `{other}`"),
+                    mode_node.and_then(|n| n.at),
                 );
                 None
             }
@@ -869,13 +1034,17 @@ impl Validator<'_> {
         })
     }
 
-    fn trip(&mut self, t: RawTrip) -> (Option<TripPolicy>, Option<Duration>) {
-        let slow = self.duration("trip.slow_call", t.slow_call);
-        let policy = match (t.consecutive_failures, t.failure_rate) {
+    fn trip(&mut self, node: &Node) -> (Option<TripPolicy>, Option<Duration>) {
+        let Some(t) = self.fields(Level::Trip, node, "field `trip`") else {
+            return (None, None);
+        };
+        let slow = self.duration("trip.slow_call", t.get("slow_call"));
+        let policy = match (t.get("consecutive_failures"), t.get("failure_rate")) {
             (Some(_), Some(_)) => {
                 self.bad(
                     "trip",
                     "sets both `consecutive_failures` and `failure_rate`; choose one",
+                    t.at,
                 );
                 None
             }
@@ -883,33 +1052,40 @@ impl Validator<'_> {
                 self.bad(
                     "trip",
                     "needs `consecutive_failures: N` or `failure_rate: R` with `min_calls` and `window`",
+                    t.at,
                 );
                 None
             }
             (Some(n), None) => {
-                if t.min_calls.is_some() || t.window.is_some() {
+                if t.get("min_calls").is_some() || t.get("window").is_some() {
                     self.bad(
                         "trip",
                         "`min_calls` and `window` only go with `failure_rate`",
+                        t.at,
                     );
                 }
                 self.count("trip.consecutive_failures", Some(n), MAX_COUNT)
                     .map(TripPolicy::ConsecutiveFailures)
             }
-            (None, Some(rate)) => {
-                let rate_ok = rate.is_finite() && rate > 0.0 && rate <= 1.0;
-                if !rate_ok {
-                    self.bad(
-                        "trip.failure_rate",
-                        format!("must be in (0, 1], got {rate}"),
-                    );
-                }
-                let mc = self.required("trip.min_calls", t.min_calls);
+            (None, Some(r)) => {
+                let rate = self.number("trip.failure_rate", Some(r));
+                let rate = match rate {
+                    Some(rate) if !(rate.is_finite() && rate > 0.0 && rate <= 1.0) => {
+                        self.bad(
+                            "trip.failure_rate",
+                            format!("must be in (0, 1], got {rate}"),
+                            r.at,
+                        );
+                        None
+                    }
+                    rate => rate,
+                };
+                let mc = self.required("trip.min_calls", t.get("min_calls"), t.at);
                 let min_calls = self.count("trip.min_calls", mc, MAX_MIN_CALLS);
-                let w = self.required("trip.window", t.window);
+                let w = self.required("trip.window", t.get("window"), t.at);
                 let window = self.duration("trip.window", w);
-                match (rate_ok, min_calls, window) {
-                    (true, Some(min_calls), Some(window)) => Some(TripPolicy::FailureRate {
+                match (rate, min_calls, window) {
+                    (Some(rate), Some(min_calls), Some(window)) => Some(TripPolicy::FailureRate {
                         rate,
                         min_calls,
                         window,
@@ -921,13 +1097,19 @@ impl Validator<'_> {
         (policy, slow)
     }
 
-    fn backoff(&mut self, b: RawBackoff, open: Option<Duration>) -> Option<Backoff> {
-        let m = self.required("backoff.multiplier", b.multiplier);
-        let max = self.required("backoff.max", b.max);
-        let max = self.duration("backoff.max", max);
+    fn backoff(&mut self, node: &Node, open: Option<Duration>) -> Option<Backoff> {
+        let b = self.fields(Level::Backoff, node, "field `backoff`")?;
+        let m = self.required("backoff.multiplier", b.get("multiplier"), b.at);
+        let m = self.number("backoff.multiplier", m);
+        let max_node = self.required("backoff.max", b.get("max"), b.at);
+        let max = self.duration("backoff.max", max_node);
         let m = match m {
             Some(m) if !(m.is_finite() && m >= 1.0) => {
-                self.bad("backoff.multiplier", format!("must be at least 1, got {m}"));
+                self.bad(
+                    "backoff.multiplier",
+                    format!("must be at least 1, got {m}"),
+                    b.get("multiplier").and_then(|n| n.at),
+                );
                 None
             }
             m => m,
@@ -937,6 +1119,7 @@ impl Validator<'_> {
                 self.bad(
                     "backoff.max",
                     format!("({max:?}) must not be shorter than `open_duration` ({open:?})"),
+                    max_node.and_then(|n| n.at),
                 );
                 return None;
             }
@@ -947,16 +1130,26 @@ impl Validator<'_> {
         })
     }
 
-    fn fallback(&mut self, f: RawFallback) -> Option<Fallback> {
-        let kind = self.required("fallback.kind", f.kind)?;
+    fn fallback(&mut self, node: &Node) -> Option<Fallback> {
+        let f = self.fields(Level::Fallback, node, "field `fallback`")?;
+        let kind_node = self.required("fallback.kind", f.get("kind"), f.at);
+        let kind = self.text("fallback.kind", kind_node, "`stale`, `degraded` or `error`")?;
+        let code = f.get("code");
+        let max_staleness = f.get("max_staleness");
+        let at = |n: Option<&Node>| n.and_then(|n| n.at);
         match kind.as_str() {
             "error" => {
-                if f.max_staleness.is_some() {
-                    self.bad("fallback.max_staleness", "only goes with `kind: stale`");
+                if max_staleness.is_some() {
+                    self.bad(
+                        "fallback.max_staleness",
+                        "only goes with `kind: stale`",
+                        at(max_staleness),
+                    );
                 }
-                match self.required("fallback.code", f.code) {
+                let c = self.required("fallback.code", code, f.at);
+                match self.text("fallback.code", c, "a code like `PAYMENT_UNAVAILABLE`") {
                     Some(c) if c.trim().is_empty() => {
-                        self.bad("fallback.code", "must not be empty");
+                        self.bad("fallback.code", "must not be empty", at(code));
                         None
                     }
                     Some(code) => Some(Fallback::Error { code }),
@@ -964,18 +1157,19 @@ impl Validator<'_> {
                 }
             }
             "stale" => {
-                if f.code.is_some() {
-                    self.bad("fallback.code", "only goes with `kind: error`");
+                if code.is_some() {
+                    self.bad("fallback.code", "only goes with `kind: error`", at(code));
                 }
-                let ms = self.required("fallback.max_staleness", f.max_staleness);
+                let ms = self.required("fallback.max_staleness", max_staleness, f.at);
                 self.duration("fallback.max_staleness", ms)
                     .map(|max_staleness| Fallback::Stale { max_staleness })
             }
             "degraded" => {
-                if f.code.is_some() || f.max_staleness.is_some() {
+                if code.is_some() || max_staleness.is_some() {
                     self.bad(
                         "fallback",
                         "`kind: degraded` takes neither `code` nor `max_staleness`",
+                        at(code.or(max_staleness)),
                     );
                 }
                 Some(Fallback::Degraded)
@@ -984,6 +1178,7 @@ impl Validator<'_> {
                 self.bad(
                     "fallback.kind",
                     format!("must be `stale`, `degraded` or `error`, got `{other}`"),
+                    at(kind_node),
                 );
                 None
             }

@@ -658,9 +658,170 @@ fn profile_section_a_parse_error_names_the_dependency_and_field_once_with_one_po
         panic!("{err}")
     };
     assert!(
-        problem.starts_with("dependency `payments_client`: field `half_open.probe_budget`: "),
+        problem
+            .starts_with("dependency `payments_client`: field `half_open.probe_budget` must be "),
         "{problem}"
     );
     assert_eq!(problem.matches("payments_client").count(), 1, "{problem}");
     assert_eq!(problem.matches(" at line ").count(), 1, "{problem}");
+}
+
+// -- the profile section: errors that say how to fix them ----------------
+
+/// The problems of `text`, which must not load.
+fn problems_of(text: &str) -> Vec<String> {
+    Profile::from_yaml(text)
+        .expect_err("the profile should be refused")
+        .problems()
+        .to_vec()
+}
+
+#[test]
+fn profile_section_a_misspelt_field_gets_the_nearest_valid_name() {
+    for (from, to, wanted) in [
+        (
+            "recovery_bound: 5m",
+            "recovry_bound: 5m",
+            "did you mean `recovery_bound`?",
+        ),
+        ("window: 10s", "windw: 10s", "did you mean `trip.window`?"),
+        (
+            "probe_budget: 2",
+            "probe_budgt: 2",
+            "did you mean `half_open.probe_budget`?",
+        ),
+        (
+            "kind: degraded",
+            "knd: degraded",
+            "did you mean `fallback.kind`?",
+        ),
+    ] {
+        let problems = problems_of(&GOOD.replacen(from, to, 1));
+        assert!(
+            problems.iter().any(|p| p.contains(wanted)),
+            "`{to}`: {problems:?} should say {wanted}"
+        );
+    }
+}
+
+#[test]
+fn profile_section_a_field_at_the_wrong_level_is_told_the_level_it_belongs_to() {
+    for (from, to, wanted) in [
+        (
+            "    recovery_bound: 5m\n",
+            "    recovery_bound: 5m\n    slow_call: 2s\n",
+            "`slow_call` belongs under `trip` (`trip.slow_call`)",
+        ),
+        (
+            "    recovery_bound: 5m\n",
+            "    recovery_bound: 5m\n    probe_budget: 2\n",
+            "`probe_budget` belongs under `half_open`",
+        ),
+        (
+            "      slow_call: 2s\n",
+            "      slow_call: 2s\n      open_duration: 30s\n",
+            "`open_duration` belongs directly under the dependency's name",
+        ),
+    ] {
+        let problems = problems_of(&GOOD.replacen(from, to, 1));
+        let [problem] = problems.as_slice() else {
+            panic!("{problems:?}")
+        };
+        assert!(problem.contains(wanted), "{problem} should say {wanted}");
+    }
+}
+
+#[test]
+fn profile_section_every_problem_is_listed_once_with_one_position_in_the_profiles_words() {
+    let text = GOOD
+        .replacen("recovery_bound: 5m", "recovry_bound: 5m", 1)
+        .replacen("probe_budget: 2", "probe_budget: two", 1)
+        .replacen("max_tenants: 10000", "max_tenants: [1]", 1)
+        .replacen("min_calls: 20", "min_calls: 0", 1)
+        .replacen("max_staleness: 10m", "max_staleness: soon", 1);
+    let problems = problems_of(&text);
+    // payments_client: the unknown field, the probe budget, max_tenants,
+    // and recovery_bound missing; email_client: min_calls; catalog_client:
+    // max_staleness.
+    assert_eq!(problems.len(), 6, "{problems:#?}");
+    for (problem, dep) in problems.iter().zip([
+        "payments_client",
+        "payments_client",
+        "payments_client",
+        "payments_client",
+        "email_client",
+        "catalog_client",
+    ]) {
+        assert!(
+            problem.starts_with(&format!("dependency `{dep}`: ")),
+            "{problem}"
+        );
+        assert_eq!(problem.matches(dep).count(), 1, "{problem}");
+        assert_eq!(problem.matches(" at line ").count(), 1, "{problem}");
+        for parser_word in ["i64", "u32", "f64", "struct", "invalid type", "expected"] {
+            assert!(
+                !problem.contains(parser_word),
+                "{problem}: says `{parser_word}`"
+            );
+        }
+    }
+    assert!(
+        problems[0].contains("at line 16 column 5"),
+        "{}",
+        problems[0]
+    );
+}
+
+#[test]
+fn profile_section_a_repeated_field_or_dependency_is_named_with_its_position() {
+    let problems = problems_of(&GOOD.replacen(
+        "    open_duration: 15s\n",
+        "    open_duration: 15s\n    open_duration: 20s\n",
+        1,
+    ));
+    assert_eq!(
+        problems,
+        ["dependency `email_client`: field `open_duration` is given twice: keep one at line 22 column 5"]
+    );
+    let twice = format!("{GOOD}  email_client:\n    isolation: global\n");
+    let problems = problems_of(&twice);
+    assert_eq!(
+        problems,
+        ["dependency `email_client` is declared twice (first at line 18 column 3) at line 32 column 3"]
+    );
+}
+
+#[test]
+fn profile_section_a_profile_is_at_most_16_mib() {
+    let padding = "#".repeat(breakerbank::MAX_PROFILE_BYTES);
+    let big = format!("{GOOD}{padding}\n");
+    let problems = problems_of(&big);
+    let [problem] = problems.as_slice() else {
+        panic!("{problems:?}")
+    };
+    assert!(problem.contains("16 MiB"), "{problem}");
+    let path = std::env::temp_dir().join(format!("bb-big-profile-{}.yaml", std::process::id()));
+    std::fs::write(&path, &big).unwrap();
+    let err = Profile::load(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(err.to_string().contains("16 MiB"), "{err}");
+    // Just under the cap loads.
+    let under = format!(
+        "{GOOD}{}\n",
+        &padding[..breakerbank::MAX_PROFILE_BYTES - GOOD.len() - 2]
+    );
+    Profile::from_yaml(&under).expect("a profile under the cap loads");
+}
+
+#[test]
+fn profile_section_aliases_cannot_blow_the_profile_up() {
+    let mut bomb = format!("{GOOD}x0: &x0 [a, a, a, a, a, a, a, a, a, a]\n");
+    for i in 1..10 {
+        bomb.push_str(&format!(
+            "x{i}: &x{i} [{}]\n",
+            vec![format!("*x{}", i - 1); 10].join(", ")
+        ));
+    }
+    let problems = problems_of(&bomb);
+    assert!(problems[0].contains("expands to more than"), "{problems:?}");
 }

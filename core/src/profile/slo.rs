@@ -2,8 +2,8 @@
 //! long its outages typically and at worst last. The breaker never reads
 //! it; `check`'s advice and `tune` size the breaker from it.
 
-use super::{RawDuration, Validator};
-use serde::Deserialize;
+use super::yaml::Node;
+use super::{Level, Validator};
 use std::time::Duration;
 
 /// What a dependency promises (the profile's `slo`, C21).
@@ -25,40 +25,27 @@ pub struct Recovery {
     pub worst: Duration,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawSlo {
-    #[serde(default, deserialize_with = "super::scalar")]
-    latency: RawDuration,
-    recovery: Option<RawRecovery>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRecovery {
-    #[serde(default, deserialize_with = "super::scalar")]
-    typical: RawDuration,
-    #[serde(default, deserialize_with = "super::scalar")]
-    worst: RawDuration,
-}
-
 impl Validator<'_> {
     /// The `slo` block, or `None` with its problems recorded.
-    pub(super) fn slo(&mut self, raw: RawSlo) -> Option<Slo> {
+    pub(super) fn slo(&mut self, node: &Node) -> Option<Slo> {
         let before = self.problems.len();
-        if raw.latency.is_none() && raw.recovery.is_none() {
+        let f = self.fields(Level::Slo, node, "field `slo`")?;
+        let (latency, recovery) = (f.get("latency"), f.get("recovery"));
+        if latency.is_none() && recovery.is_none() {
             self.bad(
                 "slo",
                 "declares nothing: give `latency`, `recovery: {typical, worst}` or both",
+                f.at,
             );
             return None;
         }
-        let latency = self.duration("slo.latency", raw.latency);
-        let recovery = raw.recovery.and_then(|r| {
-            let typical = self.required("slo.recovery.typical", r.typical);
-            let typical = self.duration("slo.recovery.typical", typical);
-            let worst = self.required("slo.recovery.worst", r.worst);
-            let worst = self.duration("slo.recovery.worst", worst);
+        let latency = self.duration("slo.latency", latency);
+        let recovery = recovery.and_then(|r| {
+            let r = self.fields(Level::Recovery, r, "field `slo.recovery`")?;
+            let t = self.required("slo.recovery.typical", r.get("typical"), r.at);
+            let typical = self.duration("slo.recovery.typical", t);
+            let w = self.required("slo.recovery.worst", r.get("worst"), r.at);
+            let worst = self.duration("slo.recovery.worst", w);
             let (typical, worst) = (typical?, worst?);
             if worst < typical {
                 self.bad(
@@ -66,6 +53,7 @@ impl Validator<'_> {
                     format!(
                         "({worst:?}) must not be shorter than `slo.recovery.typical` ({typical:?})"
                     ),
+                    w.and_then(|n| n.at),
                 );
                 return None;
             }
