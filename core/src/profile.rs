@@ -12,9 +12,9 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
+mod advice;
 #[cfg(test)]
 mod fields;
-mod advice;
 mod slo;
 mod yaml;
 
