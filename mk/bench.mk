@@ -6,6 +6,7 @@
 #     bench-scale          tenant-scoped cost at 1 … 1M tenants, memory per partition, flood
 #     bench-overflow       an admission sent to the overflow by a table full of open partitions
 #     bench-tower          the tower layer's cost per call over the bare service (feature tower)
+#     bench-profile        loading a profile of 1k … 51k dependencies: parse + check, build
 #
 # Each step's output is kept in $(BENCH_OUT)/; BENCHMARKS.md has the figures.
 # Shorter or longer: make bench BENCH_CRITERION_ARGS="--measurement-time 5" BENCH_RUNS=11
@@ -17,9 +18,9 @@ BENCH_RUNS ?= 7
 BENCH_MS ?= 300
 BENCH_PASSES ?= 3
 
-.PHONY: bench bench-build bench-criterion bench-contended bench-scale bench-overflow bench-tower
+.PHONY: bench bench-build bench-criterion bench-contended bench-scale bench-overflow bench-tower bench-profile
 
-bench: bench-criterion bench-contended bench-scale bench-overflow bench-tower
+bench: bench-criterion bench-contended bench-scale bench-overflow bench-tower bench-profile
 
 bench-build:
 	$(CARGO) bench -p breakerbank-benches --no-run
@@ -56,3 +57,9 @@ bench-tower:
 	$(CARGO) bench -p breakerbank --features tower --bench tower -- $(BENCH_CRITERION_ARGS) \
 	  > $(BENCH_OUT)/tower.txt || { cat $(BENCH_OUT)/tower.txt; exit 1; }
 	cat $(BENCH_OUT)/tower.txt
+
+bench-profile: bench-build
+	@mkdir -p $(BENCH_OUT)
+	$(CARGO) run --release -p breakerbank-benches --example profile_load -- \
+	  --runs 5 > $(BENCH_OUT)/profile.txt || { cat $(BENCH_OUT)/profile.txt; exit 1; }
+	cat $(BENCH_OUT)/profile.txt
