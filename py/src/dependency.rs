@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 use pyo3::pyclass::{PyTraverseError, PyVisit};
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// A dependency of a bank (`bank["payments_client"]`): admission, calls,
 /// state and operator control for its breakers.
@@ -235,13 +236,12 @@ impl PyDependency {
                 if is_coroutine(&value) {
                     return Err(not_a_sync_function(self.dep.name(), f, value, call).into());
                 }
-                let rule = self.bank.rules().for_results(self.dep.id());
                 // Without a classifier of values the outcome is a constant
                 // success, which the core's record folds into its fast path.
-                let ended = if classify_ok.is_none() && rule.is_none() {
+                let ended = if classify_ok.is_none() && !self.bank.rules().any_result() {
                     call.end(Outcome::Success)
                 } else {
-                    classified(call, &value, classify_ok, rule.as_deref())?
+                    self.classified(call, &value, classify_ok)?
                 };
                 ended.keep(cache_key, || self.bank.values().put(value.clone().unbind()));
                 Ok(value)
@@ -263,6 +263,26 @@ impl PyDependency {
                     self.kept(o.tenant.as_ref()),
                 )
             }
+        }
+    }
+
+    /// Ends a call that returned `value` as its classifiers say (C17): the
+    /// call's `classify_ok`, then the dependency's `result` rule; the
+    /// classifier's error, if it failed, after the call was ended.
+    #[cold]
+    #[inline(never)]
+    fn classified<'a>(
+        &self,
+        call: Running<'a, Permit<'a>>,
+        value: &Bound<'_, PyAny>,
+        classify_ok: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Ended<'a>> {
+        let rule = self.bank.rules().for_results(self.dep.id());
+        let (outcome, failed) = outcome::of_value(value, classify_ok, rule.as_deref());
+        let ended = call.end(outcome);
+        match failed {
+            Some(err) => Err(err),
+            None => Ok(ended),
         }
     }
 
@@ -334,58 +354,34 @@ impl PyDependency {
     }
 }
 
-static CORO_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// `types.CoroutineType`, set when the module loads (null before, or if
+/// it could not be found: then nothing is taken for a coroutine). A type
+/// lives as long as the interpreter; the reference taken is never given
+/// back.
+static CORO_TYPE: AtomicPtr<pyo3::ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Finds `types.CoroutineType` for [`is_coroutine`].
+fn init_coroutine_type(py: Python<'_>) -> PyResult<()> {
+    let t = py
+        .import("types")?
+        .getattr("CoroutineType")?
+        .cast_into::<PyType>()?;
+    // Relaxed: read under the interpreter, which orders it after this.
+    CORO_TYPE.store(t.into_ptr(), Ordering::Relaxed);
+    Ok(())
+}
 
 /// Whether `value` is a coroutine (what calling a coroutine function
 /// returns): one compare of its type's address with `types.CoroutineType`'s,
-/// no reference counted (the type lives as long as the interpreter).
-#[inline]
+/// no reference counted.
+#[inline(always)]
 pub(crate) fn is_coroutine(value: &Bound<'_, PyAny>) -> bool {
-    let py = value.py();
-    let coroutine = match CORO_TYPE.get(py) {
-        Some(t) => t,
-        None => match coroutine_type(py) {
-            Some(t) => t,
-            None => return false,
-        },
-    };
     // SAFETY: `value` is a live object; its type pointer is only compared.
     let ty = unsafe { pyo3::ffi::Py_TYPE(value.as_ptr()) };
-    std::ptr::eq(ty.cast::<pyo3::ffi::PyObject>(), coroutine.as_ptr())
-}
-
-/// `types.CoroutineType`, looked up the first time (`None` if it cannot
-/// be: then nothing is taken for a coroutine).
-#[cold]
-fn coroutine_type(py: Python<'_>) -> Option<&Py<PyType>> {
-    CORO_TYPE
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(
-                py.import("types")?
-                    .getattr("CoroutineType")?
-                    .cast_into::<PyType>()?
-                    .unbind(),
-            )
-        })
-        .ok()
-}
-
-/// Ends a call that returned `value` as its classifiers say (C17); the
-/// classifier's error, if it failed, after the call was ended.
-#[cold]
-#[inline(never)]
-fn classified<'a>(
-    call: Running<'a, Permit<'a>>,
-    value: &Bound<'_, PyAny>,
-    classify_ok: Option<&Bound<'_, PyAny>>,
-    rule: Option<&outcome::Rule>,
-) -> PyResult<Ended<'a>> {
-    let (outcome, failed) = outcome::of_value(value, classify_ok, rule);
-    let ended = call.end(outcome);
-    match failed {
-        Some(err) => Err(err),
-        None => Ok(ended),
-    }
+    std::ptr::eq(
+        ty.cast::<pyo3::ffi::PyObject>(),
+        CORO_TYPE.load(Ordering::Relaxed),
+    )
 }
 
 /// C17's words for a coroutine function given to `call`.
@@ -815,6 +811,7 @@ The async twin of `call`: returns a coroutine that awaits
 
     /// Puts `call`, `acall` and `admit` on the `Dependency` class.
     pub fn install(py: Python<'_>) -> PyResult<()> {
+        init_coroutine_type(py)?;
         let ty = py.get_type::<PyDependency>();
         fastcall::install(&ty, &CALL)?;
         fastcall::install(&ty, &ACALL)?;

@@ -249,12 +249,18 @@ impl Rules {
         self.lookup(id)
     }
 
-    /// The rule of dependency `id` if it says what returned values count
-    /// as: most banks have none, and every call that returned asks.
-    #[inline]
-    pub fn for_results(&self, id: u32) -> Option<Arc<Rule>> {
+    /// Whether any dependency's rule says what returned values count as:
+    /// most banks have none, and every call that returned asks.
+    #[inline(always)]
+    pub fn any_result(&self) -> bool {
         // Relaxed: see `set`.
-        if !self.any_result.load(Ordering::Relaxed) {
+        self.any_result.load(Ordering::Relaxed)
+    }
+
+    /// The rule of dependency `id` if it says what returned values count
+    /// as.
+    pub fn for_results(&self, id: u32) -> Option<Arc<Rule>> {
+        if !self.any_result() {
             return None;
         }
         self.lookup(id).filter(|r| r.has_result())
