@@ -399,6 +399,17 @@ typedef struct bb_inspection {
    * `has_retry_after` is false.
    */
   uint64_t retry_after_ns;
+  /**
+   * Closed under `failure_rate`: the calls in the current window, the
+   * ones its rate is taken over (C5). 0 under `consecutive_failures`,
+   * which keeps no window, and in every other state.
+   */
+  uint32_t window_calls;
+  /**
+   * Closed under `failure_rate`: the failures among `window_calls`;
+   * else 0.
+   */
+  uint32_t window_failures;
 } bb_inspection;
 
 /**

@@ -758,6 +758,8 @@ pub extern "C" fn bb_inspect(
             since_ns: i.since.as_nanos(),
             has_retry_after: i.retry_after.is_some(),
             retry_after_ns: i.retry_after.map_or(0, nanos),
+            window_calls: i.window_calls,
+            window_failures: i.window_failures,
         })
     };
     // SAFETY: forwarded from this function's contract.

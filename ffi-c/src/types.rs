@@ -273,4 +273,11 @@ pub struct bb_inspection {
     /// Open: ns until the breaker next admits a probe; 0 when
     /// `has_retry_after` is false.
     pub retry_after_ns: u64,
+    /// Closed under `failure_rate`: the calls in the current window, the
+    /// ones its rate is taken over (C5). 0 under `consecutive_failures`,
+    /// which keeps no window, and in every other state.
+    pub window_calls: u32,
+    /// Closed under `failure_rate`: the failures among `window_calls`;
+    /// else 0.
+    pub window_failures: u32,
 }

@@ -118,6 +118,36 @@ static void c18_inspect_reads_counters_and_episode(void) {
   CHECK(inspect(EMAIL, "anyone").state == BB_STATE_CLOSED);
 }
 
+/* A failure-rate breaker's window as inspect reads it: the calls its rate
+   is taken over and the failures among them, back to 0 once they have
+   aged out; a consecutive-failures breaker keeps no window. */
+static void c18_inspect_reads_the_failure_rate_window(void) {
+  bb_bank *rated = bbt_bank("dependencies:\n"
+                            "  search_client:\n"
+                            "    isolation: tenant\n"
+                            "    trip: {failure_rate: 0.5, min_calls: 10, window: 10s}\n"
+                            "    open_duration: 30s\n"
+                            "    half_open: {probe_budget: 1, success_threshold: 1}\n"
+                            "    fallback: {kind: degraded}\n"
+                            "    recovery_bound: 5m\n",
+                            true);
+  uint32_t search = bbt_dep(rated, "search_client");
+  for (int k = 0; k < 3; k++) CHECK(bbt_call(rated, search, "acme", BB_OUTCOME_SUCCESS));
+  for (int k = 0; k < 2; k++) CHECK(bbt_call(rated, search, "acme", BB_OUTCOME_FAILURE));
+  bb_inspection i;
+  CHECK_OK(bb_inspect(rated, search, "acme", 4, &i));
+  CHECK(i.state == BB_STATE_CLOSED && i.window_calls == 5 && i.window_failures == 2);
+  CHECK(i.consecutive_failures == 2);
+  CHECK_OK(bb_clock_advance(rated, 11 * SEC));
+  CHECK_OK(bb_inspect(rated, search, "acme", 4, &i));
+  CHECK(i.window_calls == 0 && i.window_failures == 0);
+  bb_bank_free(rated);
+  fresh_bank();
+  CHECK(bbt_call(bank, PAY, "acme", BB_OUTCOME_FAILURE));
+  i = inspect(PAY, "acme");
+  CHECK(i.consecutive_failures == 1 && i.window_calls == 0 && i.window_failures == 0);
+}
+
 static void c18_inspect_bad_input_writes_nothing(void) {
   fresh_bank();
   bb_inspection i;
@@ -239,6 +269,7 @@ static void c19_empty_tenant_means_every_partition_and_forced_stays_forced(void)
 int main(void) {
   RUN(c17_the_recorded_outcome_is_the_callers_classification);
   RUN(c18_inspect_reads_counters_and_episode);
+  RUN(c18_inspect_reads_the_failure_rate_window);
   RUN(c18_inspect_bad_input_writes_nothing);
   RUN(c19_trip_opens_and_ends_by_itself);
   RUN(c19_half_open_starts_a_probe_cycle_now);
