@@ -3,6 +3,8 @@
 #   make py-venv      .venv with maturin, pytest, mypy, matplotlib, httpx and
 #                     requests for the client integrations' tests, and pybreaker
 #                     (pinned) whose README the compat module's test runs (from PyPI),
+#                     tornado and fakeredis (pinned), which pybreaker's own test module
+#                     (py/tests/pybreaker_suite) imports,
 #                     opentelemetry-api and -sdk for the otel extra's test
 #   make py-develop   build the extension into .venv (PY_PROFILE: py-release, fat
 #                     LTO, for what is measured; the tests and the demo use release)
@@ -15,7 +17,8 @@
 VENV ?= $(CURDIR)/.venv
 PY ?= $(VENV)/bin/python
 PY_TOOLS ?= "maturin>=1.16,<2" pytest mypy matplotlib "PyYAML>=6" types-PyYAML prometheus_client \
-	httpx requests "pybreaker==1.4.1" opentelemetry-api opentelemetry-sdk
+	httpx requests "pybreaker==1.4.1" opentelemetry-api opentelemetry-sdk \
+	"tornado==6.6.1" "fakeredis==2.40.0" "redis==8.2.0"
 PY_BENCH_TOOLS ?= circuitbreaker aiobreaker
 
 .PHONY: py-venv py-develop py-test demo py-bench

@@ -9,12 +9,14 @@ landing *before* a short period ends.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import sys
 import textwrap
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,6 +152,48 @@ def test_c5_opens_after_fail_max_consecutive_failures_and_the_tripping_call_rais
     with pytest.raises(CircuitBreakerError):
         cb.call(lambda: called.append(1))
     assert called == [], "an open breaker does not call the operation"
+
+
+def test_c5_fail_counter_keeps_pybreakers_count_once_the_failures_opened_the_circuit() -> None:
+    cb = CircuitBreaker(fail_max=3, reset_timeout=0.05)
+    fail(cb, 3)
+    assert (cb.current_state, cb.fail_counter) == ("open", 3)
+    wait_past(0.05)
+    fail(cb, 1)
+    assert (cb.current_state, cb.fail_counter) == ("open", 4), "a failed trial call counts on top"
+    cb.close()
+    assert cb.fail_counter == 0
+
+
+def test_c16_state_change_is_told_before_the_call_or_action_that_caused_it_returns() -> None:
+    seen: list[str] = []
+
+    class Listener(pybreaker.CircuitBreakerListener):
+        def state_change(self, cb: Any, old: Any, new: Any) -> None:
+            seen.append(f"{old.name}->{new.name}")
+
+    cb = CircuitBreaker(fail_max=1, reset_timeout=0.05, listeners=[Listener()])
+    fail(cb, 1)
+    assert seen == ["closed->open"]
+    wait_past(0.05)
+    cb.call(lambda: None)
+    assert seen == ["closed->open", "open->half-open", "half-open->closed"]
+    cb.open()
+    cb.half_open()
+    cb.close()
+    assert seen[3:] == ["closed->open", "open->half-open", "half-open->closed"]
+    assert cb.state is cb.state, "the same state object until the state changes"
+
+
+def test_memory_storage_keeps_pybreakers_counters_and_its_count_is_not_reset_at_construction() -> None:
+    storage = pybreaker.CircuitMemoryStorage(pybreaker.STATE_CLOSED)
+    storage.increment_counter()
+    cb = CircuitBreaker(state_storage=storage)
+    assert cb.fail_counter == 1
+    fail(cb, 1)
+    assert (storage.counter, cb.fail_counter) == (2, 2)
+    cb.open()
+    assert storage.state == "open" and storage.opened_at is not None
 
 
 def test_c5_throw_new_error_on_trip_false_raises_the_original_error() -> None:
@@ -398,3 +442,62 @@ def test_bad_settings_are_errors_naming_them() -> None:
         CircuitBreaker(reset_timeout=-1)
     with pytest.raises(ValueError, match="success_threshold"):
         CircuitBreaker(success_threshold=0)
+    assert CircuitBreaker(fail_max=1023).fail_max == 1023
+    with pytest.raises(ValueError, match=r"fail_max must be at most 1023 .*not 3000"):
+        CircuitBreaker(fail_max=3000)
+
+
+# -- pybreaker's own test module (tests/pybreaker_suite) ------------------------
+
+SUITE = Path(__file__).parent / "pybreaker_suite"
+
+
+def _suite_lists() -> dict[str, Any]:
+    """The conftest's lists of pybreaker tests skipped or expected to fail."""
+    tree = ast.parse((SUITE / "conftest.py").read_text())
+    lists: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name in ("REDIS_CLASSES", "REDIS_TESTS", "EXPECTED_FAILURES", "MAY_FAIL"):
+                value = node.value
+                if isinstance(value, ast.Dict):
+                    lists[name] = [ast.literal_eval(k) for k in value.keys if k is not None]
+                else:
+                    lists[name] = ast.literal_eval(value)
+    return lists
+
+
+def _suite_tests() -> list[str]:
+    """``Class::test`` for each test the unittest classes of pybreaker's
+    module run (a class's own tests and its mixins')."""
+    tree = ast.parse((SUITE / "pybreaker_test.py").read_text())
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+
+    def tests(cls: ast.ClassDef) -> list[str]:
+        own = [f.name for f in cls.body if isinstance(f, ast.FunctionDef) and f.name.startswith("test")]
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in classes:
+                own += tests(classes[base.id])
+        return own
+
+    concrete = [c for c in classes.values() if any(isinstance(b, ast.Attribute) for b in c.bases)]
+    return [f"{c.name}::{t}" for c in concrete for t in tests(c)]
+
+
+def test_pybreakers_own_suite_runs_at_least_50_of_56_and_the_module_lists_each_it_cannot() -> None:
+    lists = _suite_lists()
+    runnable = [
+        t
+        for t in _suite_tests()
+        if t.split("::")[0] not in lists["REDIS_CLASSES"] and t.split("::")[1] not in lists["REDIS_TESTS"]
+    ]
+    assert len(runnable) == 56, len(runnable)
+    failing = lists["EXPECTED_FAILURES"] + lists["MAY_FAIL"]
+    assert set(failing) <= set(runnable), set(failing) - set(runnable)
+    assert len(runnable) - len(failing) >= 50
+    doc = pybreaker.__doc__ or ""
+    listed = doc[doc.index("pybreaker's own tests that fail here") :]
+    for test in failing:
+        cls, name = test.split("::")
+        assert cls in listed and name in listed, f"{test} is not in the compat module's docstring"

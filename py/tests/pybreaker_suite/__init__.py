@@ -1,0 +1,1 @@
+"""pybreaker's own test module, run against breakerbank.compat.pybreaker (README.md)."""
