@@ -85,7 +85,7 @@ header:
 	BB_UPDATE_HEADER=1 $(CARGO) test -p breakerbank-ffi --test header
 
 FFI_CALLGRIND_N ?= 100000
-FFI_CALLGRIND_PATHS := closed_global closed_tenant_100k open_reject call_closed_global call_closed_tenant_100k
+FFI_CALLGRIND_PATHS := closed_global closed_rate_global closed_tenant_100k open_reject call_closed_global call_closed_tenant_100k
 
 ffi-bench:
 	$(CARGO) bench -p breakerbank-ffi --features bench-internals --bench ffi

@@ -75,7 +75,7 @@ fn ffi_loop(bank: *const bb_bank, id: u32, tenants: &[String], n: usize, d: &mut
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, path, n] = &args[..] else {
-        panic!("usage: callgrind [call_]closed_global|[call_]closed_tenant_100k|open_reject N");
+        panic!("usage: callgrind [call_]closed_global|[call_]closed_rate_global|[call_]closed_tenant_100k|open_reject N");
     };
     let n: usize = n.parse().expect("N");
     let mut p = std::ptr::null_mut();
@@ -93,6 +93,7 @@ fn main() {
     };
     let (name, tenants) = match path.as_str() {
         "closed_global" => ("email_client", vec![String::new()]),
+        "closed_rate_global" => ("reports_client", vec![String::new()]),
         "closed_tenant_100k" => (
             "payments_client",
             (0..TENANTS).map(|i| format!("tenant-{i:06}")).collect(),
