@@ -64,15 +64,24 @@ use std::time::Duration;
 
 /// The side word: the generation's low 19 bits over the open-until in
 /// milliseconds (45 bits: 1,115 years, past the 584 of a nanosecond
-/// `Instant`, so no clock value is out of range).
+/// `Instant`, so no clock value is out of range). The tag only tells
+/// which trip a value is of among trips a few generations apart; the
+/// whole generation beside it ([`Until`]) tells the rest.
 const TAG_SHIFT: u32 = 45;
+/// Bits of the generation in the side word's tag (3 under the `narrow`
+/// feature, so that tests go round the tag within a few transitions).
+const TAG_BITS: u32 = if cfg!(feature = "narrow") {
+    3
+} else {
+    64 - TAG_SHIFT
+};
 const MS_MASK: u64 = (1 << TAG_SHIFT) - 1;
 const NS_PER_MS: u64 = 1_000_000;
 
 /// The tag of generation `g` in the side word.
 #[inline(always)]
 const fn tag_of(generation: u64) -> u64 {
-    generation & ((1 << (64 - TAG_SHIFT)) - 1)
+    generation & ((1 << TAG_BITS) - 1)
 }
 
 /// What [`Cell::admit`] decided.
@@ -120,10 +129,25 @@ pub enum Step<R> {
     Keep(R),
 }
 
-/// The open-until side word: `(generation tag << 45) | open-until in ms`,
-/// rounded up so the period never ends early.
+/// The open-until side words: `(generation tag << 45) | open-until in
+/// ms`, rounded up so the period never ends early; and the whole
+/// generation of the latest trip written there.
+///
+/// The tag alone comes round: a trip 2^19 generations after the one
+/// whose period the side word still holds (a slot that tenants came and
+/// went through) would read that period as its own, and a trip's writer
+/// would take it for a rival's of the same trip (C6, C12). So a value
+/// is a trip's only if the generation word names that trip too. The
+/// generation word is raised (never lowered) after the value is in
+/// place, and both are written before the trip's word CAS: a reader that
+/// sees `Open(g)` finds `g` in both, or a later trip's generation in the
+/// generation word (the word it read is then no longer current, and it
+/// refuses as for a period being published).
 #[derive(Debug, Default)]
-pub struct Until(AtomicU64);
+pub struct Until {
+    packed: AtomicU64,
+    generation: AtomicU64,
+}
 
 /// The probe side words (see the module docs): when the youngest probe
 /// in flight was admitted, and the generation below which probe permits
@@ -448,8 +472,12 @@ impl<S: Side> Cell<S> {
     pub fn open_until(&self, generation: u64) -> Option<Instant> {
         // Acquire: pairs with the writer's Release, made before the word
         // CAS this reader's `Open(generation)` came from.
-        let v = self.side_if_any()?.until().0.load(Ordering::Acquire);
-        (v >> TAG_SHIFT == tag_of(generation))
+        let until = self.side_if_any()?.until();
+        let v = until.packed.load(Ordering::Acquire);
+        // Acquire, after the value: the generation of the value read or
+        // of a later trip (see `Until`).
+        let of = until.generation.load(Ordering::Acquire);
+        (v >> TAG_SHIFT == tag_of(generation) && of == generation)
             .then(|| Instant::from_nanos((v & MS_MASK).saturating_mul(NS_PER_MS)))
     }
 
@@ -461,10 +489,17 @@ impl<S: Side> Cell<S> {
         let ms = until.as_nanos().div_ceil(NS_PER_MS).min(MS_MASK);
         let tag = tag_of(generation);
         let new = (tag << TAG_SHIFT) | ms;
-        let side = &self.side().until().0;
+        let side = self.side().until();
         // Acquire: see what a rival of the same trip wrote.
-        let mut cur = side.load(Ordering::Acquire);
+        let mut cur = side.packed.load(Ordering::Acquire);
         loop {
+            // Acquire, after the value: a rival raises the generation
+            // only once its value is in place, so `generation` here means
+            // the side word holds this trip's value (`cur` or a newer one
+            // of the same trip: only this trip's rivals write while the
+            // word is `expected`). A value of a trip a whole tag earlier
+            // has an older generation beside it and is overwritten.
+            let of = side.generation.load(Ordering::Acquire);
             // Loaded after the side word: a newer trip writes the side word
             // before its word CAS, so if the word is still `expected` here,
             // `cur` is no newer trip's period, and a newer one written
@@ -472,12 +507,21 @@ impl<S: Side> Cell<S> {
             if self.load() != expected {
                 return false;
             }
-            if cur >> TAG_SHIFT == tag && cur & MS_MASK >= ms {
+            if of == generation && cur >> TAG_SHIFT == tag && cur & MS_MASK >= ms {
                 return true; // a rival making the same trip wrote a later end
             }
             // Release: a reader that sees the trip's word sees this value.
-            match side.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
+            match side
+                .packed
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // AcqRel: after the value (see `Until`); never
+                    // lowered, so a slow rival of an older trip cannot
+                    // take a newer trip's generation away.
+                    side.generation.fetch_max(generation, Ordering::AcqRel);
+                    return true;
+                }
                 Err(seen) => cur = seen,
             }
         }

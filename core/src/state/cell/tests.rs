@@ -235,3 +235,48 @@ fn c13_a_permit_2_pow_25_generations_old_is_late() {
     assert_eq!(r, Recorded::Late);
     assert_eq!(c.load().phase(), Phase::Closed);
 }
+
+/// A trip at generation `g` at `clock`'s time, with an open period of
+/// `open`, on a cell whose word is closed at `g - 1`: the open word.
+fn tripped_for(c: &Cell, open: Duration, clock: &ManualClock) -> Word {
+    let p = Policy {
+        open_duration: open,
+        ..trip_on_first_failure()
+    };
+    let g = c.load().generation();
+    let r = c.record(&p, clock, g, false, Verdict::Failure, false);
+    assert!(matches!(r, Recorded::Transition(_)), "{r:?}");
+    c.load()
+}
+
+#[test]
+fn c6_c12_a_trip_a_whole_tag_of_generations_after_a_longer_one_has_its_own_period() {
+    // A trip whose open period ends late, then the slot's generation goes
+    // round the side word's whole tag (hand-overs: tenants coming and
+    // going through the slot), then a trip with a shorter period: it
+    // must end when its own period does, not inherit the earlier end.
+    let clock = ManualClock::new();
+    let c: Cell = Cell::default();
+    let first = tripped_for(&c, Duration::from_secs(59), &clock);
+    let mut w = c.hand_over(Phase::Closed);
+    while w.generation() + 1 != first.generation() + (1 << TAG_BITS) {
+        w = c.hand_over(Phase::Closed);
+    }
+    clock.advance(Duration::from_millis(330));
+    let second = tripped_for(&c, Duration::from_secs(30), &clock);
+    assert_eq!(tag_of(second.generation()), tag_of(first.generation()));
+    assert_eq!(
+        c.open_until(second.generation()),
+        Some(Instant::from_nanos(30_330_000_000)),
+        "the second trip's own period"
+    );
+    clock.advance(Duration::from_secs(30));
+    let a = c
+        .admit(&trip_on_first_failure(), &clock, |_| true)
+        .expect("valid")
+        .admission;
+    assert!(
+        matches!(a, Admission::Admit { probe: true, .. }),
+        "{a:?}: 30 s after the trip the open period is over"
+    );
+}
