@@ -11,7 +11,30 @@ pub(crate) const BUCKETS: usize = 10;
 const B_EPOCH_SHIFT: u32 = 40;
 const B_CALLS_SHIFT: u32 = 20;
 const B_FIELD: u64 = (1 << 20) - 1;
-const B_EPOCH: u64 = (1 << 24) - 1;
+/// Bits of a bucket's epoch: 24 (the `narrow` feature keeps 7, so that
+/// tests cross the epoch's wrap within a hundred buckets).
+const B_EPOCH_BITS: u32 = if cfg!(feature = "narrow") { 7 } else { 24 };
+const B_EPOCH: u64 = (1 << B_EPOCH_BITS) - 1;
+/// Ticks from one scrub to the next (see [`Window::scrubbed`]): a quarter
+/// of the epoch's range, so that every bucket a scrub leaves is younger
+/// than half the range when the next one runs.
+const SCRUB_TICKS: u64 = 1 << (B_EPOCH_BITS - 2);
+/// A scrub empties the buckets at least this many ticks old: two windows,
+/// so that a call read up to a window late still finds the window it
+/// was read in (C13).
+const STALE_TICKS: u64 = 2 * BUCKETS as u64;
+/// A scrub this far behind the last one finds every bucket stale.
+const LONG_TICKS: u64 = 2 * SCRUB_TICKS + BUCKETS as u64;
+// A scrub's reach (see `Window::scrub`): a scrub `LONG_TICKS` after the
+// last one finds nothing written since younger than `STALE_TICKS`; one
+// sooner finds every bucket younger than the epoch range; and a record
+// between two scrubs finds every bucket within half the range, where
+// `newer_than` is exact.
+const _: () = assert!(
+    SCRUB_TICKS >= BUCKETS as u64
+        && LONG_TICKS + STALE_TICKS <= B_EPOCH
+        && SCRUB_TICKS + STALE_TICKS < B_EPOCH / 2
+);
 
 /// The rolling failure-rate window of one partition.
 ///
@@ -37,14 +60,29 @@ pub(crate) struct Window {
     /// few calls: only then can a success trip (by completing `min_calls`),
     /// so only then do successes judge.
     armed: AtomicBool,
-    /// The bucket epoch whose first success judged the window (see
-    /// [`Window::record_and_judge`]); none at first.
+    /// The tick whose first success judged the window (see
+    /// [`Window::record_and_judge`]); none at first. The whole tick, not
+    /// its epoch: a success a whole epoch range after the last one judged
+    /// still finds the window slid.
     slid: AtomicU64,
-    /// Per owned copy, each bucket as the last clear found it: what the
-    /// sum subtracts from a bucket still of that epoch. Owned copies are
-    /// not zeroed by a clear, because their owner's plain load and store
-    /// could straddle the zeroing and write the old counts back; counted
-    /// from a snapshot instead, such a write-back adds only its own call.
+    /// The tick of the last scrub: the bucket epochs are 24 bits, so a
+    /// bucket written an epoch range ago (194 days of 1 s buckets) reads
+    /// as current again. A record whose tick is [`SCRUB_TICKS`] past this
+    /// one first scrubs (see [`Window::scrub`]): every bucket two windows
+    /// old is emptied (the shared copy's zeroed, an owned copy's
+    /// cancelled by its baseline) and the passes voided. So every count
+    /// the window keeps is of a bucket younger than half the epoch range,
+    /// whose age the 24 bits tell exactly; and a window not written for
+    /// longer than a scrub's reach holds nothing in its window at all
+    /// (see [`Window::totals`]).
+    scrubbed: AtomicU64,
+    /// Per owned copy, each bucket as the last clear (or scrub) found it:
+    /// what the sum subtracts from a bucket still of that epoch. Owned
+    /// copies are not zeroed by a clear, because their owner's plain load
+    /// and store could straddle the zeroing and write the old counts back;
+    /// counted from a snapshot instead, such a write-back adds only its
+    /// own call. The owner drops a bucket's baseline when it starts the
+    /// bucket in a new epoch.
     baseline: Box<[[AtomicU64; BUCKETS]]>,
     /// Failures that may be counted without a judgement (see
     /// [`Window::pass`]): a judgement that finds the rate well below the
@@ -73,14 +111,29 @@ pub(crate) fn window_stripes() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(thread_index::MAX))
 }
 
+/// Whether bucket word `cur` is of a later epoch than `e`: then a call of
+/// `e` is at least a window older than the bucket (both have the same
+/// index), out of the window, and must not start the bucket afresh (C5,
+/// C13). Exact within half the epoch range, which the scrubs keep every
+/// bucket within (see `Window::scrubbed`).
+#[inline]
+fn newer_than(cur: u64, e: u64) -> bool {
+    let ahead = (cur >> B_EPOCH_SHIFT).wrapping_sub(e) & B_EPOCH;
+    cur != 0 && ahead != 0 && ahead <= B_EPOCH / 2
+}
+
 /// A bucket word after counting one call of epoch `e` into `cur`, and
-/// whether that halved a full bucket.
+/// whether that halved a full bucket; `cur` itself when the bucket is of
+/// a later epoch (see [`newer_than`]: the call counts nowhere).
 #[inline(always)]
 fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
     // The usual case first, as one add: the bucket is of this epoch and not
     // full (failures never outnumber calls, so neither count carries).
     if cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD < B_FIELD {
         return (cur + (1 << B_CALLS_SHIFT) + u64::from(failed), false);
+    }
+    if newer_than(cur, e) {
+        return (cur, false);
     }
     let (calls, fails) = if cur >> B_EPOCH_SHIFT == e {
         ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
@@ -118,6 +171,7 @@ impl Window {
                 .unwrap_or(u64::MAX),
             armed: AtomicBool::new(false),
             slid: AtomicU64::new(u64::MAX),
+            scrubbed: AtomicU64::new(0),
             baseline: (0..owned)
                 .map(|_| std::array::from_fn(|_| AtomicU64::new(0)))
                 .collect(),
@@ -153,53 +207,176 @@ impl Window {
     }
 
     /// The bucket epoch of `now_ns` as the buckets store it: [`Window::tick`]
-    /// in 24 bits. Ages are taken modulo 2^24, so a bucket is out of the
-    /// window whatever its epoch once its age reaches `BUCKETS`.
+    /// in 24 bits. Ages are taken modulo 2^24, exact for every bucket the
+    /// scrubs keep (see [`Window::scrubbed`]), so a bucket is out of the
+    /// window once its age reaches `BUCKETS`.
     #[inline]
     pub(crate) fn epoch(&self, now_ns: u64) -> u64 {
         self.tick(now_ns) & B_EPOCH
     }
 
-    /// Counts one call; its tick.
+    /// Counts one call; its tick, or `None` for a call read at least a
+    /// window before its bucket's latest (a late call: counted nowhere,
+    /// see [`newer_than`]).
     #[inline(always)]
-    pub(crate) fn record(&self, now_ns: u64, failed: bool) -> u64 {
+    pub(crate) fn record(&self, now_ns: u64, failed: bool) -> Option<u64> {
         let t = self.tick(now_ns);
-        if self.count(t, failed) {
+        // Acquire: see the buckets as the last scrub left them.
+        if t.saturating_sub(self.scrubbed.load(Ordering::Acquire)) >= SCRUB_TICKS {
+            self.scrub(t);
+        }
+        if self.count(t, failed)? {
             self.void_passes();
         }
-        t
+        Some(t)
+    }
+
+    /// Empties every bucket two windows old at tick `t` and voids the
+    /// passes, before a record of `t` counts (see [`Window::scrubbed`]).
+    /// Any number of threads may scrub at once, each the whole way: no
+    /// one waits for another. A bucket is judged by its epoch when the
+    /// last scrub is under [`LONG_TICKS`] behind (every bucket kept is
+    /// then younger than the range), and as stale when it is further
+    /// behind (every bucket is then older than two windows). A
+    /// bucket written after another scrub finished is never emptied: a
+    /// scrubber that reads such a bucket sees that scrub's tick after it
+    /// (the writer stored the bucket after it saw that tick, `Release`),
+    /// and starts over from it.
+    #[cold]
+    #[inline(never)]
+    fn scrub(&self, t: u64) {
+        'again: loop {
+            // Acquire: see the buckets as the scrub of `prev` left them.
+            let prev = self.scrubbed.load(Ordering::Acquire);
+            if t.saturating_sub(prev) < SCRUB_TICKS {
+                return;
+            }
+            let long = t - prev >= LONG_TICKS;
+            let e = t & B_EPOCH;
+            let stale = |v: u64| {
+                v != 0 && (long || (e.wrapping_sub(v >> B_EPOCH_SHIFT) & B_EPOCH) >= STALE_TICKS)
+            };
+            // Acquire: a scrub finished since `prev` (see above).
+            let moved = || self.scrubbed.load(Ordering::Acquire) != prev;
+            // The shared copy: its writers CAS, so a stale bucket is zeroed.
+            for b in self.stripes[self.owned].iter() {
+                // Acquire: pairs with the writer's Release.
+                let mut v = b.load(Ordering::Acquire);
+                loop {
+                    if moved() {
+                        continue 'again;
+                    }
+                    if !stale(v) {
+                        break;
+                    }
+                    match b.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Acquire) {
+                        Ok(_) => break,
+                        Err(seen) => v = seen,
+                    }
+                }
+            }
+            // The owned copies: their owners store without a CAS, so a
+            // stale bucket is cancelled by a baseline equal to it (and a
+            // baseline of an epoch its bucket no longer holds is dropped,
+            // so that it cannot come to match a later one).
+            for (stripe, base) in self.stripes.iter().zip(self.baseline.iter()) {
+                for (b, z) in stripe.iter().zip(base.iter()) {
+                    // Acquire: pairs with the owner's Release.
+                    let v = b.load(Ordering::Acquire);
+                    let was = z.load(Ordering::Acquire);
+                    if moved() {
+                        continue 'again;
+                    }
+                    let want = if stale(v) {
+                        v
+                    } else if was >> B_EPOCH_SHIFT != v >> B_EPOCH_SHIFT {
+                        0
+                    } else {
+                        was
+                    };
+                    if want != was {
+                        // A failed exchange: a clear or the owner wrote
+                        // a newer baseline; it stands.
+                        let _ = z.compare_exchange(was, want, Ordering::AcqRel, Ordering::Relaxed);
+                    }
+                }
+            }
+            self.void_passes();
+            // AcqRel: publish the emptied buckets with the tick. A failed
+            // exchange: another scrub finished first; look again.
+            if self
+                .scrubbed
+                .compare_exchange(prev, t, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return;
+            }
+        }
     }
 
     /// Counts one call of tick `t` in its bucket; whether that halved a
-    /// full bucket.
+    /// full bucket, or `None` for a late call (see [`newer_than`]).
     #[inline(always)]
-    pub(crate) fn count(&self, t: u64, failed: bool) -> bool {
+    pub(crate) fn count(&self, t: u64, failed: bool) -> Option<bool> {
         // The bucket follows the whole tick, not its 24-bit epoch: 2^24 is
         // not a multiple of `BUCKETS`, so at the epoch's wrap the masked
         // value would reuse a bucket only six ticks old, dropping calls
         // still in the window.
         let at = (t % BUCKETS as u64) as usize;
         let e = t & B_EPOCH;
-        // Relaxed throughout: the counts are statistics; the trip itself is
-        // decided by the word's CAS.
+        // Relaxed loads: the counts are statistics; the trip itself is
+        // decided by the word's CAS. Release stores: a scrub that reads
+        // the bucket sees the scrub tick this record saw (see `scrub`).
         if self.owned > 0 {
             if let Some(i) = thread_index::get().filter(|&i| i < self.owned) {
                 // This thread is the copy's only writer (see `thread_index`).
                 let b = &self.stripes[i][at];
-                let (next, halved) = bucket_plus(b.load(Ordering::Relaxed), e, failed);
-                b.store(next, Ordering::Relaxed);
-                return halved;
+                let mut cur = b.load(Ordering::Relaxed);
+                if cur >> B_EPOCH_SHIFT != e {
+                    cur = self.restart_owned(i, at, cur, e)?;
+                }
+                let (next, halved) = bucket_plus(cur, e, failed);
+                b.store(next, Ordering::Release);
+                return Some(halved);
             }
         }
         let b = &self.stripes[self.owned][at];
         let mut cur = b.load(Ordering::Relaxed);
         loop {
             let (next, halved) = bucket_plus(cur, e, failed);
-            match b.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return halved,
+            if next == cur {
+                return None; // a late call: see `bucket_plus`
+            }
+            match b.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Some(halved),
                 Err(seen) => cur = seen,
             }
         }
+    }
+
+    /// Owned copy `i`'s bucket `at`, holding `cur` of another epoch than
+    /// `e`, as its owner is about to count a call of `e` in it: `None` for
+    /// a late call (the bucket is newer, see [`newer_than`]), else what to
+    /// count into. A bucket a scrub cancelled (its baseline equals it) is
+    /// of no age its epoch can tell, and starts afresh. The baseline is
+    /// dropped first: it is for the counts it was taken of, and must not
+    /// come to match a later epoch of the bucket (see `baseline`,
+    /// `scrub`); a clear that snapshots the bucket meanwhile keeps its
+    /// snapshot.
+    #[cold]
+    #[inline(never)]
+    fn restart_owned(&self, i: usize, at: usize, cur: u64, e: u64) -> Option<u64> {
+        let z = &self.baseline[i][at];
+        // Relaxed: the exchange orders nothing else; see `clear`.
+        let was = z.load(Ordering::Relaxed);
+        let cancelled = was == cur;
+        if newer_than(cur, e) && !cancelled {
+            return None;
+        }
+        if was != 0 {
+            let _ = z.compare_exchange(was, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        Some(if cancelled { 0 } else { cur })
     }
 
     /// Voids every pass granted so far (a new version of `spare`): after a
@@ -225,7 +402,8 @@ impl Window {
         // at most 2^20 per bucket, under 2^29 in all), a mask instead of a
         // branch per bucket, ages in 32 bits: every judgement sums all
         // the buckets.
-        let e = self.epoch(now_ns) as u32;
+        let t = self.tick(now_ns);
+        let e = (t & B_EPOCH) as u32;
         let limit = BUCKETS as u32;
         let both = |v: u64| ((v << (32 - B_CALLS_SHIFT)) & (B_FIELD << 32)) | (v & B_FIELD);
         let mut sum = 0u64;
@@ -246,6 +424,15 @@ impl Window {
                     }
                 }
             }
+        }
+        // Acquire, after the buckets: a bucket written after a scrub
+        // shows that scrub's tick here. Nothing written since the last
+        // scrub is younger than `SCRUB_TICKS` past it (a later record
+        // scrubs first), so a window whose last scrub is further behind
+        // than that and the window's length holds no call in the window,
+        // whatever the epochs of its old buckets say.
+        if t.saturating_sub(self.scrubbed.load(Ordering::Acquire)) >= SCRUB_TICKS + BUCKETS as u64 {
+            return (0, 0);
         }
         // A halved bucket can hold less than its snapshot: count it as 0.
         let calls = (sum >> 32).saturating_sub(below >> 32);
@@ -277,7 +464,10 @@ impl Window {
         rate: f64,
         min_calls: u64,
     ) -> bool {
-        let t = self.record(now_ns, failed);
+        let Some(t) = self.record(now_ns, failed) else {
+            // A late call changes nothing, the judgement included (C13).
+            return false;
+        };
         if failed {
             return self.judge_failure(now_ns, rate, min_calls);
         }
@@ -286,13 +476,13 @@ impl Window {
         if self.armed.load(Ordering::Relaxed) {
             return self.judge(now_ns, rate, min_calls, None);
         }
-        let (seen, e) = (self.slid.load(Ordering::Relaxed), t & B_EPOCH);
-        seen != e && self.judge_slid(seen, e, now_ns, rate, min_calls)
+        let seen = self.slid.load(Ordering::Relaxed);
+        seen != t && self.judge_slid(seen, t, now_ns, rate, min_calls)
     }
 
-    /// The first success of bucket epoch `e` (the last one judged by a
-    /// success was `seen`) judges the slid window; of racing successes,
-    /// the one that moves `slid` on.
+    /// The first success of tick `e` (the last one judged by a success
+    /// was `seen`) judges the slid window; of racing successes, the one
+    /// that moves `slid` on.
     #[inline(never)]
     pub(crate) fn judge_slid(
         &self,

@@ -897,3 +897,45 @@ fn c7_c9_a_lost_probe_of_a_closed_partition_stops_holding_it_after_probe_timeout
     probe.record(Outcome::Success);
     assert_eq!(dep.state(Some("initech")).unwrap(), State::Closed);
 }
+
+#[test]
+fn c5_c12_one_failure_a_bucket_epoch_range_later_does_not_trip_on_old_failures() {
+    // Three failures, then one 2^24 buckets later (194 days of 1 s
+    // buckets: the rolling window's bucket epochs are 24 bits): a window
+    // holding one failure of one call, under `min_calls: 4`, stays
+    // closed, globally and per tenant.
+    for (isolation, tenant) in [
+        ("global", None),
+        ("tenant\n    max_tenants: 10", Some("acme")),
+    ] {
+        let y = format!(
+            "dependencies:
+  email_client:
+    isolation: {isolation}
+    trip: {{failure_rate: 0.5, min_calls: 4, window: 10s}}
+    open_duration: 30s
+    half_open: {{probe_budget: 1, success_threshold: 1}}
+    fallback: {{kind: degraded}}
+    recovery_bound: 5m
+"
+        );
+        let clock = ManualClock::new();
+        let bank = Bank::with_clock(breakerbank::Profile::from_yaml(&y).unwrap(), clock.clone());
+        let dep = bank.dependency("email_client").unwrap();
+        fail(&dep, tenant, 3);
+        assert_eq!(dep.state(tenant).unwrap(), State::Closed);
+        clock.advance(Duration::from_secs(1 << 24));
+        fail(&dep, tenant, 1);
+        assert_eq!(
+            dep.state(tenant).unwrap(),
+            State::Closed,
+            "{isolation}: one failure of one call in the window"
+        );
+        fail(&dep, tenant, 3);
+        assert_eq!(
+            dep.state(tenant).unwrap(),
+            State::Open,
+            "{isolation}: 4 of 4"
+        );
+    }
+}

@@ -330,25 +330,33 @@ fn c5_window_counts_within_the_window_only() {
 /// judgement left it armed (a high rate short of `min_calls`) or when it
 /// is the first success of its bucket epoch (the window slid).
 struct ReferenceWindow {
-    width: u64,
+    /// The window's tick: the division by the bucket width, as the window
+    /// computes it (`c5_epoch_by_reciprocal_matches_division_but_at_bucket_ends`
+    /// holds it to the division).
+    width_inv: u64,
     buckets: [(u64, u64, u64); BUCKETS],
     armed: bool,
     slid: Option<u64>,
 }
 
 impl ReferenceWindow {
-    fn new(width: u64) -> Self {
+    fn new(w: &Window) -> Self {
         Self {
-            width,
+            width_inv: w.width_inv,
             buckets: [(0, 0, 0); BUCKETS],
             armed: false,
             slid: None,
         }
     }
 
-    fn record(&mut self, now: u64, failed: bool) {
-        let e = now / self.width;
+    /// Counts a call read at `now`; false for a call whose bucket holds
+    /// a later tick (it is a window or more old: counted nowhere).
+    fn record(&mut self, now: u64, failed: bool) -> bool {
+        let e = self.tick(now);
         let b = &mut self.buckets[(e % BUCKETS as u64) as usize];
+        if b.0 > e && b.1 > 0 {
+            return false;
+        }
         if b.0 != e {
             *b = (e, 0, 0);
         }
@@ -357,21 +365,28 @@ impl ReferenceWindow {
         }
         b.1 += 1;
         b.2 += u64::from(failed);
+        true
+    }
+
+    fn tick(&self, now: u64) -> u64 {
+        ((u128::from(now) * u128::from(self.width_inv)) >> 64) as u64
     }
 
     fn totals(&self, now: u64) -> (u64, u64) {
-        let e = now / self.width;
+        let e = self.tick(now);
         self.buckets
             .iter()
-            .filter(|b| e - b.0 < BUCKETS as u64)
+            .filter(|b| e.checked_sub(b.0).is_some_and(|age| age < BUCKETS as u64))
             .fold((0, 0), |(c, f), b| (c + b.1, f + b.2))
     }
 
     fn record_and_judge(&mut self, now: u64, failed: bool, rate: f64, min: u64) -> bool {
-        self.record(now, failed);
+        if !self.record(now, failed) {
+            return false;
+        }
         if !failed && !self.armed {
             // The first success of each bucket epoch judges the slid window.
-            let e = now / self.width;
+            let e = self.tick(now);
             if self.slid == Some(e) {
                 return false;
             }
@@ -394,6 +409,9 @@ impl ReferenceWindow {
 enum WindowOp {
     Advance(u64),
     Call(bool),
+    /// A call whose clock reading is this many ms old (C13: it read the
+    /// clock, then recorded late).
+    Late(u64, bool),
     Clear,
 }
 
@@ -416,6 +434,12 @@ proptest::proptest! {
                 12 => proptest::bool::weighted(0.4).prop_map(WindowOp::Call),
                 3 => (0u64..1500).prop_map(WindowOp::Advance),
                 1 => (8000u64..12_000).prop_map(WindowOp::Advance),
+                // Round the bucket epoch's whole range (C12), give or
+                // take a window.
+                1 => (1u64..3, 0u64..20_000)
+                    .prop_map(|(k, ms)| WindowOp::Advance(k * (B_EPOCH + 1) * 1000 + ms - 10_000)),
+                2 => (0u64..=10_000, proptest::bool::weighted(0.6))
+                    .prop_map(|(ms, failed)| WindowOp::Late(ms, failed)),
                 1 => proptest::strategy::Just(WindowOp::Clear),
             ],
             1..300,
@@ -423,8 +447,9 @@ proptest::proptest! {
     ) {
         use proptest::prop_assert_eq;
         let w = Window::new(Duration::from_secs(10), owned);
-        let mut r = ReferenceWindow::new(w.width_ns);
+        let mut r = ReferenceWindow::new(&w);
         let mut now = start * w.width_ns;
+        let mut cleared = 0;
         for (i, op) in ops.iter().enumerate() {
             match *op {
                 WindowOp::Advance(ms) => now += ms * 1_000_000,
@@ -433,9 +458,18 @@ proptest::proptest! {
                     let got = w.record_and_judge(now, failed, rate, min_calls);
                     prop_assert_eq!(got, want, "op {}: trip of {:?} at {} ns", i, op, now);
                 }
+                WindowOp::Late(ms, failed) => {
+                    // Never read before the last clear: a call admitted
+                    // after it reads the clock after it.
+                    let then = now.saturating_sub(ms * 1_000_000).max(cleared);
+                    let want = r.record_and_judge(then, failed, rate, min_calls);
+                    let got = w.record_and_judge(then, failed, rate, min_calls);
+                    prop_assert_eq!(got, want, "op {}: trip of {:?} at {} ns", i, op, now);
+                }
                 WindowOp::Clear => {
                     r.clear();
                     w.clear();
+                    cleared = now;
                 }
             }
             prop_assert_eq!(w.totals(now), r.totals(now), "op {}: totals at {} ns", i, now);
@@ -449,7 +483,7 @@ fn c5_a_full_bucket_halves_both_counts_at_any_epoch() {
     let s = 1_000_000_000;
     for (owned, second) in [(0, 0), (0, 7), (1, 0), (1, 7)] {
         let w = Window::new(Duration::from_secs(10), owned);
-        let mut r = ReferenceWindow::new(w.width_ns);
+        let mut r = ReferenceWindow::new(&w);
         // The bucket before counts on, untouched by the halving.
         if second > 0 {
             w.record((second - 1) * s, true);
@@ -591,4 +625,82 @@ fn c5_a_bucket_whose_epoch_wraps_starts_afresh() {
     assert_eq!(w.epoch(wrapped), 0);
     w.record(wrapped, true);
     assert_eq!(w.totals(wrapped), (1, 1), "only the call of the new bucket");
+}
+
+#[test]
+fn c5_c12_a_failure_a_whole_epoch_range_after_three_does_not_trip_on_them() {
+    // Three failures, then one a whole epoch range of buckets later (194
+    // days of 1 s buckets): the window holds the one failure, and one
+    // failure of one call under `min_calls: 4` does not trip.
+    for owned in [0, 2] {
+        let w = Window::new(Duration::from_secs(10), owned);
+        for _ in 0..3 {
+            assert!(!w.record_and_judge(0, true, 0.5, 4));
+        }
+        let later = (B_EPOCH + 1) * w.width_ns;
+        assert_eq!(w.epoch(later), w.epoch(0));
+        assert!(
+            !w.record_and_judge(later, true, 0.5, 4),
+            "owned {owned}: tripped on failures an epoch range old"
+        );
+        assert_eq!(w.totals(later), (1, 1), "owned {owned}");
+    }
+}
+
+#[test]
+fn c5_c12_a_bucket_periodic_calls_never_rewrite_stays_out_of_the_window() {
+    // Calls every fifth bucket use two of the ten buckets: the bucket of
+    // an early burst of failures is never written again, and its epoch
+    // comes round an epoch range later.
+    for owned in [0, 2] {
+        let w = Window::new(Duration::from_secs(10), owned);
+        let at = |tick: u64| tick * w.width_ns;
+        for _ in 0..3 {
+            w.record_and_judge(at(3), true, 0.9, 4);
+        }
+        let mut tick = 5;
+        while tick < B_EPOCH + 3 * BUCKETS as u64 {
+            assert!(
+                !w.record_and_judge(at(tick), false, 0.9, 4),
+                "owned {owned}: tripped at tick {tick}"
+            );
+            if tick < 15 {
+                tick += 5;
+                continue;
+            }
+            assert_eq!(
+                w.totals(at(tick)),
+                (2, 0),
+                "owned {owned}: tick {tick} sees the calls of ticks {} and {tick} only",
+                tick - 5
+            );
+            tick += 5;
+        }
+    }
+}
+
+#[test]
+fn c5_c13_a_call_read_a_window_ago_does_not_overwrite_the_current_bucket() {
+    // Three failures at tick 10, then a record whose clock reading is one
+    // window old (its call was admitted, read the clock and recorded
+    // late): its bucket is the current one's, which it must leave alone.
+    // It is out of the window, so it counts nowhere; the fourth failure
+    // of the current bucket then trips (4 failures of 4 calls).
+    for owned in [0, 2] {
+        let w = Window::new(Duration::from_secs(10), owned);
+        let at = |tick: u64| tick * w.width_ns;
+        for _ in 0..3 {
+            assert!(!w.record_and_judge(at(10), true, 0.5, 4));
+        }
+        assert!(!w.record_and_judge(at(0), true, 0.5, 4), "owned {owned}");
+        assert_eq!(
+            w.totals(at(10)),
+            (3, 3),
+            "owned {owned}: the late call left it"
+        );
+        assert!(
+            w.record_and_judge(at(10), true, 0.5, 4),
+            "owned {owned}: 4 failures of 4 calls trip"
+        );
+    }
 }
