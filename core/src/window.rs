@@ -122,15 +122,23 @@ fn newer_than(cur: u64, e: u64) -> bool {
     cur != 0 && ahead != 0 && ahead <= B_EPOCH / 2
 }
 
+/// The usual count, as one add: `cur` plus one call of epoch `e`, when the
+/// bucket is of that epoch and not full (failures never outnumber calls,
+/// so neither count carries); `None` for every other case, which
+/// [`bucket_plus`] decides.
+#[inline(always)]
+fn bucket_fast(cur: u64, e: u64, failed: bool) -> Option<u64> {
+    (cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD < B_FIELD)
+        .then(|| cur + (1 << B_CALLS_SHIFT) + u64::from(failed))
+}
+
 /// A bucket word after counting one call of epoch `e` into `cur`, and
 /// whether that halved a full bucket; `cur` itself when the bucket is of
 /// a later epoch (see [`newer_than`]: the call counts nowhere).
 #[inline(always)]
 fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
-    // The usual case first, as one add: the bucket is of this epoch and not
-    // full (failures never outnumber calls, so neither count carries).
-    if cur >> B_EPOCH_SHIFT == e && (cur >> B_CALLS_SHIFT) & B_FIELD < B_FIELD {
-        return (cur + (1 << B_CALLS_SHIFT) + u64::from(failed), false);
+    if let Some(next) = bucket_fast(cur, e, failed) {
+        return (next, false);
     }
     if newer_than(cur, e) {
         return (cur, false);
@@ -218,17 +226,35 @@ impl Window {
     /// Counts one call; its tick, or `None` for a call read at least a
     /// window before its bucket's latest (a late call: counted nowhere,
     /// see [`newer_than`]).
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn record(&self, now_ns: u64, failed: bool) -> Option<u64> {
         let t = self.tick(now_ns);
+        self.record_tick(t, failed).then_some(t)
+    }
+
+    /// Counts one call of tick `t`, scrubbing first if one is due; false
+    /// for a late call (see [`Window::record`]).
+    #[inline(always)]
+    fn record_tick(&self, t: u64, failed: bool) -> bool {
         // Acquire: see the buckets as the last scrub left them.
         if t.saturating_sub(self.scrubbed.load(Ordering::Acquire)) >= SCRUB_TICKS {
             self.scrub(t);
         }
-        if self.count(t, failed)? {
-            self.void_passes();
+        self.count_and_void(t, failed)
+    }
+
+    /// [`Window::count`], voiding the passes after a halving; false for a
+    /// late call.
+    #[inline(always)]
+    fn count_and_void(&self, t: u64, failed: bool) -> bool {
+        match self.count(t, failed) {
+            Some(false) => true,
+            Some(true) => {
+                self.void_passes();
+                true
+            }
+            None => false,
         }
-        Some(t)
     }
 
     /// Empties every bucket two windows old at tick `t` and voids the
@@ -331,27 +357,52 @@ impl Window {
             if let Some(i) = thread_index::get().filter(|&i| i < self.owned) {
                 // This thread is the copy's only writer (see `thread_index`).
                 let b = &self.stripes[i][at];
-                let mut cur = b.load(Ordering::Relaxed);
-                if cur >> B_EPOCH_SHIFT != e {
-                    cur = self.restart_owned(i, at, cur, e)?;
+                let cur = b.load(Ordering::Relaxed);
+                if let Some(next) = bucket_fast(cur, e, failed) {
+                    b.store(next, Ordering::Release);
+                    return Some(false);
                 }
-                let (next, halved) = bucket_plus(cur, e, failed);
-                b.store(next, Ordering::Release);
-                return Some(halved);
+                return self.count_owned_slow(i, at, cur, e, failed);
             }
         }
         let b = &self.stripes[self.owned][at];
         let mut cur = b.load(Ordering::Relaxed);
         loop {
-            let (next, halved) = bucket_plus(cur, e, failed);
-            if next == cur {
-                return None; // a late call: see `bucket_plus`
-            }
+            let (next, halved) = match bucket_fast(cur, e, failed) {
+                Some(next) => (next, false),
+                None => match bucket_plus(cur, e, failed) {
+                    (next, _) if next == cur => return None, // a late call
+                    other => other,
+                },
+            };
             match b.compare_exchange_weak(cur, next, Ordering::Release, Ordering::Relaxed) {
                 Ok(_) => return Some(halved),
                 Err(seen) => cur = seen,
             }
         }
+    }
+
+    /// [`Window::count`] in owned copy `i`'s bucket `at`, holding `cur`,
+    /// past the one add: a new epoch, a full bucket, a late call.
+    #[cold]
+    #[inline(never)]
+    fn count_owned_slow(
+        &self,
+        i: usize,
+        at: usize,
+        cur: u64,
+        e: u64,
+        failed: bool,
+    ) -> Option<bool> {
+        let cur = if cur >> B_EPOCH_SHIFT != e {
+            self.restart_owned(i, at, cur, e)?
+        } else {
+            cur
+        };
+        let (next, halved) = bucket_plus(cur, e, failed);
+        // Release: see `count`.
+        self.stripes[i][at].store(next, Ordering::Release);
+        Some(halved)
     }
 
     /// Owned copy `i`'s bucket `at`, holding `cur` of another epoch than
@@ -363,8 +414,6 @@ impl Window {
     /// come to match a later epoch of the bucket (see `baseline`,
     /// `scrub`); a clear that snapshots the bucket meanwhile keeps its
     /// snapshot.
-    #[cold]
-    #[inline(never)]
     fn restart_owned(&self, i: usize, at: usize, cur: u64, e: u64) -> Option<u64> {
         let z = &self.baseline[i][at];
         // Relaxed: the exchange orders nothing else; see `clear`.
@@ -464,15 +513,41 @@ impl Window {
         rate: f64,
         min_calls: u64,
     ) -> bool {
-        let Some(t) = self.record(now_ns, failed) else {
+        let t = self.tick(now_ns);
+        // Acquire: a success that finds `slid` at its tick sees the buckets
+        // as the success that moved it there left them, after its scrub.
+        if failed || self.slid.load(Ordering::Acquire) != t {
+            return self.record_and_judge_first(t, now_ns, failed, rate, min_calls);
+        }
+        // A success of a tick a success already judged: that one looked
+        // for a due scrub (and made it) first, so this one need not.
+        if !self.count_and_void(t, false) {
+            return false;
+        }
+        // Relaxed: a hint; a success that misses the arming leaves the
+        // trip to the next call that judges.
+        self.armed.load(Ordering::Relaxed) && self.judge(now_ns, rate, min_calls, None)
+    }
+
+    /// [`Window::record_and_judge`] for a failure, or for a success whose
+    /// tick no success judged yet: scrubs if one is due, counts, judges.
+    #[inline(never)]
+    fn record_and_judge_first(
+        &self,
+        t: u64,
+        now_ns: u64,
+        failed: bool,
+        rate: f64,
+        min_calls: u64,
+    ) -> bool {
+        if !self.record_tick(t, failed) {
             // A late call changes nothing, the judgement included (C13).
             return false;
-        };
+        }
         if failed {
             return self.judge_failure(now_ns, rate, min_calls);
         }
-        // Relaxed: hints; a success that misses the arming or the slide
-        // leaves the trip to the next call that judges.
+        // Relaxed: as in `record_and_judge`.
         if self.armed.load(Ordering::Relaxed) {
             return self.judge(now_ns, rate, min_calls, None);
         }
@@ -492,9 +567,11 @@ impl Window {
         rate: f64,
         min_calls: u64,
     ) -> bool {
-        // Relaxed: only which success judges depends on it.
+        // Release: a success that sees `e` here skips the scrub this one
+        // looked for (see `record_and_judge`); which success judges
+        // depends on nothing else.
         self.slid
-            .compare_exchange(seen, e, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(seen, e, Ordering::Release, Ordering::Relaxed)
             .is_ok()
             && self.judge(now_ns, rate, min_calls, None)
     }
