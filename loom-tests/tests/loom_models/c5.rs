@@ -108,3 +108,43 @@ fn c5_rate_racing_judgements_never_grant_a_pass_past_the_trip() {
         },
     );
 }
+
+/// Rate 0.5 over at least 2 calls. Setup: 3 successes, then the clock
+/// moves on exactly 2^24 buckets, where their bucket's 24-bit epoch reads
+/// as current again. Two threads then record one failure each; each
+/// record's tick is far past the window's last scrub, so both scrub,
+/// racing each other and each other's count. The window must hold the
+/// two failures and nothing older: 2 of 2 trips. Fails if the old
+/// successes pass for current (no scrub: 2 of 5), or if a scrub empties
+/// a bucket another thread counted in after its own scrub (1 of 1).
+#[test]
+fn c5_c12_scrubs_racing_records_lose_no_call_and_keep_no_old_one() {
+    let yaml = format!(
+        "dependencies:
+  {DEP}:
+    isolation: global
+    trip: {{failure_rate: 0.5, min_calls: 2, window: 10s}}
+    open_duration: 1s
+    half_open: {{probe_budget: 1, success_threshold: 1}}
+    fallback: {{kind: error, code: UNAVAILABLE}}
+    recovery_bound: 5m
+"
+    );
+    let profile = Profile::from_yaml(&yaml).expect("model profile is valid");
+    explore(
+        "c5_c12_scrubs_racing_records_lose_no_call_and_keep_no_old_one",
+        move || {
+            let w = World::new(&profile);
+            for _ in 0..3 {
+                call(&w.dep, Outcome::Success);
+            }
+            w.clock.advance(std::time::Duration::from_secs(1 << 24));
+            fail_concurrently(&w, &[1, 1]);
+            assert_eq!(
+                w.dep.state(None).unwrap(),
+                State::Open,
+                "C5 violated: 2 failures of 2 calls in the window did not trip"
+            );
+        },
+    );
+}
