@@ -520,13 +520,42 @@ impl Window {
             return self.record_and_judge_first(t, now_ns, failed, rate, min_calls);
         }
         // A success of a tick a success already judged: that one looked
-        // for a due scrub (and made it) first, so this one need not.
-        if !self.count_and_void(t, false) {
-            return false;
+        // for a due scrub (and made it) first, so this one need not. The
+        // one add, else the whole way.
+        if !self.add_success(t) {
+            return self.record_and_judge_first(t, now_ns, failed, rate, min_calls);
         }
         // Relaxed: a hint; a success that misses the arming leaves the
         // trip to the next call that judges.
         self.armed.load(Ordering::Relaxed) && self.judge(now_ns, rate, min_calls, None)
+    }
+
+    /// A success of tick `t` counted by the one add ([`bucket_fast`]) in
+    /// this thread's copy, or by one CAS in the shared one; false, having
+    /// counted nothing, in every other case ([`Window::count`] decides it).
+    #[inline(always)]
+    fn add_success(&self, t: u64) -> bool {
+        let at = (t % BUCKETS as u64) as usize;
+        let e = t & B_EPOCH;
+        // Orderings: as in `count`.
+        if self.owned > 0 {
+            if let Some(i) = thread_index::get().filter(|&i| i < self.owned) {
+                let b = &self.stripes[i][at];
+                return match bucket_fast(b.load(Ordering::Relaxed), e, false) {
+                    Some(next) => {
+                        b.store(next, Ordering::Release);
+                        true
+                    }
+                    None => false,
+                };
+            }
+        }
+        let b = &self.stripes[self.owned][at];
+        let cur = b.load(Ordering::Relaxed);
+        bucket_fast(cur, e, false).is_some_and(|next| {
+            b.compare_exchange(cur, next, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 
     /// [`Window::record_and_judge`] for a failure, or for a success whose
