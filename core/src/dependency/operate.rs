@@ -86,6 +86,31 @@ pub struct Inspection {
     pub window_failures: u32,
 }
 
+/// What an operator can do to a breaker (C11, C19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Closed, counts cleared: `reset`.
+    Reset,
+    /// Isolated until a reset: `force_open`.
+    ForceOpen,
+    /// Opened now, for the open period: `trip`.
+    Trip,
+    /// A probe cycle started now: `half_open`.
+    HalfOpen,
+}
+
+impl Action {
+    /// The event the action is announced as.
+    fn event(self) -> EventKind {
+        match self {
+            Action::Reset => EventKind::Reset,
+            Action::ForceOpen => EventKind::ForcedOpen,
+            Action::Trip => EventKind::Trip,
+            Action::HalfOpen => EventKind::HalfOpen,
+        }
+    }
+}
+
 impl Dependency {
     /// The state of a partition (C11); an unseen or evicted tenant reads as
     /// a fresh partition (forced open after a dependency-wide force), and
@@ -250,9 +275,10 @@ impl Dependency {
         }
     }
 
-    /// An operator action (C11, C19): `kind` is `Reset`, `ForcedOpen`,
-    /// `Trip` or `HalfOpen`, the event it is announced as.
-    pub(crate) fn operate(&self, tenant: Option<&str>, kind: EventKind) -> Result<(), AdmitError> {
+    /// An operator action (C11, C19) on one partition or, with no tenant,
+    /// on every partition; announced as the action's event.
+    pub(crate) fn operate(&self, tenant: Option<&str>, action: Action) -> Result<(), AdmitError> {
+        let kind = action.event();
         let tenant = match self.tenant(tenant) {
             Ok(t) => t,
             // No tenant: every partition.
@@ -263,16 +289,16 @@ impl Dependency {
         let policy = self.policy();
         // A trip's open period runs from the action.
         let now = inner.clock.now();
-        let action = |w: Word| match kind {
-            EventKind::ForcedOpen => machine::force_open(w),
-            EventKind::Trip => machine::trip(w, now, policy),
-            EventKind::HalfOpen => machine::half_open(w, policy),
-            _ => machine::reset(w),
+        let transition = |w: Word| match action {
+            Action::ForceOpen => machine::force_open(w),
+            Action::Trip => machine::trip(w, now, policy),
+            Action::HalfOpen => machine::half_open(w, policy),
+            Action::Reset => machine::reset(w),
         };
         // What the action did; `Lost` when the slot changed owner between
         // the lookup and the CAS.
         let apply = |slot: u32, part: &Partition, owner: Owner| -> Operated {
-            let r = part.cell.operate(action, |w| part.owned_by(w, owner));
+            let r = part.cell.operate(transition, |w| part.owned_by(w, owner));
             if let Operated::Done(t) = r {
                 self.on_transition(slot, part, &t, kind);
             }
@@ -282,7 +308,7 @@ impl Dependency {
             (Parts::Global(p), _) => {
                 apply(0, p, NO_OWNER);
             }
-            (Parts::Tenant(t, _), Some(name)) if kind == EventKind::ForcedOpen => loop {
+            (Parts::Tenant(t, _), Some(name)) if action == Action::ForceOpen => loop {
                 // Forcing a tenant open isolates that tenant alone: its own
                 // partition, made if need be. Resolved again if its slot
                 // changes owner under the action (each such loss is another
@@ -310,7 +336,7 @@ impl Dependency {
                     return Ok(());
                 }
             },
-            (Parts::Tenant(..), Some(name)) if kind != EventKind::Reset => loop {
+            (Parts::Tenant(..), Some(name)) if action != Action::Reset => loop {
                 // A trip or half-open of one tenant acts on its own
                 // partition, made if need be (an unseen tenant's is a
                 // fresh one), resolved again as for a force. With no room
@@ -345,8 +371,8 @@ impl Dependency {
                 // An insert racing this walk sees the new rule or is seen
                 // by the walk (`Table::settle_forced`). A trip or half-open
                 // leaves no rule: it acts on the partitions there are.
-                if matches!(kind, EventKind::Reset | EventKind::ForcedOpen) {
-                    t.operate_all(kind == EventKind::ForcedOpen);
+                if matches!(action, Action::Reset | Action::ForceOpen) {
+                    t.operate_all(action == Action::ForceOpen);
                 }
                 for (slot, part, _) in t.live() {
                     apply(slot, part, NO_OWNER);
@@ -368,19 +394,19 @@ impl Dependency {
                         .load(std::sync::atomic::Ordering::Relaxed)
                         != 0
                 };
-                if kind == EventKind::Reset
-                    || (matches!(kind, EventKind::Trip | EventKind::HalfOpen) && in_use())
+                if action == Action::Reset
+                    || (matches!(action, Action::Trip | Action::HalfOpen) && in_use())
                 {
                     apply(0, shared, NO_OWNER);
                 }
                 // Announced once as an action on every partition, those
                 // that do not exist yet included (C11, C16).
                 let at = inner.clock.now();
-                let to = match kind {
-                    EventKind::ForcedOpen => State::ForcedOpen,
-                    EventKind::Trip => State::Open,
-                    EventKind::HalfOpen => State::HalfOpen,
-                    _ => State::Closed,
+                let to = match action {
+                    Action::ForceOpen => State::ForcedOpen,
+                    Action::Trip => State::Open,
+                    Action::HalfOpen => State::HalfOpen,
+                    Action::Reset => State::Closed,
                 };
                 inner.events.emit(|| Event {
                     kind,
@@ -422,7 +448,7 @@ impl Dependency {
     /// [`reset`](Self::reset), refusing a tenant id longer than
     /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
     pub fn try_reset(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
-        self.operate(tenant, EventKind::Reset)
+        self.operate(tenant, Action::Reset)
     }
 
     /// Isolates a partition until [`reset`](Self::reset) (C11). `None` (or
@@ -437,7 +463,7 @@ impl Dependency {
     /// [`force_open`](Self::force_open), refusing a tenant id longer than
     /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
     pub fn try_force_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
-        self.operate(tenant, EventKind::ForcedOpen)
+        self.operate(tenant, Action::ForceOpen)
     }
 
     /// Opens a breaker as if its trip policy had fired (C19): new
@@ -472,7 +498,7 @@ impl Dependency {
     /// [`trip`](Self::trip), refusing a tenant id longer than
     /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
     pub fn try_trip(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
-        self.operate(tenant, EventKind::Trip)
+        self.operate(tenant, Action::Trip)
     }
 
     /// Starts a probe cycle now (C19): half-open, new generation, at most
@@ -489,7 +515,7 @@ impl Dependency {
     /// [`half_open`](Self::half_open), refusing a tenant id longer than
     /// [`MAX_TENANT_LEN`] bytes with [`AdmitError::InvalidTenant`] (C9).
     pub fn try_half_open(&self, tenant: Option<&str>) -> Result<(), AdmitError> {
-        self.operate(tenant, EventKind::HalfOpen)
+        self.operate(tenant, Action::HalfOpen)
     }
 
     pub(crate) fn resolve_existing<'t>(
