@@ -53,10 +53,9 @@ macro_rules! counters {
             /// Per-thread stripes of the flood counters (see [`Flood`]);
             /// empty but for global partitions.
             owned: Box<[CachePadded<[AtomicU64; FLOOD_KINDS]>]>,
-            /// The generation of the newest transition accounted for in the
-            /// episode fields; held while they are updated (see
-            /// [`Stats::on_transition`]).
-            accounted: Mutex<u64>,
+            /// What the episode fields account for; held while they are
+            /// updated (see [`Stats::on_transition`]).
+            accounted: Mutex<Accounted>,
             /// Whether these counts were added to the dependency's
             /// counts of owners gone (see [`Stats::absorb_into`]).
             absorbed: AtomicBool,
@@ -73,7 +72,7 @@ macro_rules! counters {
                     stuck_announced: AtomicU64::new(NO_EPISODE),
                     stuck_after: AtomicU64::new(NO_EPISODE),
                     owned: Box::default(),
-                    accounted: Mutex::new(0),
+                    accounted: Mutex::new(Accounted::default()),
                     absorbed: AtomicBool::new(false),
                 }
             }
@@ -423,8 +422,10 @@ impl Stats {
     /// The episode fields are updated under a lock, taken only here (the
     /// refusal path reads them without it), and only by the newest
     /// transition: one older than what is already accounted changes the
-    /// counts alone. A trip that finds an episode still running (its
-    /// close came late and was skipped) first adds that episode's time.
+    /// counts alone, but for a trip whose episode nothing began and no
+    /// close accounted since has ended (its half-open came first), which
+    /// begins it. A trip that finds an episode still running (its close
+    /// came late and was skipped) first adds that episode's time.
     pub(crate) fn on_transition(
         &self,
         from: Phase,
@@ -443,10 +444,34 @@ impl Stats {
             .accounted
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if generation <= *accounted {
+        if generation <= accounted.newest {
+            // Overtaken by a later transition's account. A trip still
+            // begins its episode if no close accounted since ended it
+            // and nothing began one: else a breaker whose half-open
+            // (or re-trip) was accounted first would never be stuck and
+            // count no open time (C14, C15).
+            let trip = matches!(
+                (from, to),
+                (
+                    Phase::Closed | Phase::ForcedOpen,
+                    Phase::Open | Phase::HalfOpen
+                )
+            );
+            if trip
+                && generation > accounted.ended
+                && self.episode_start.load(Ordering::Relaxed) == NO_EPISODE
+            {
+                self.began.store(now.as_nanos(), Ordering::Relaxed);
+                self.episode_start.store(now.as_nanos(), Ordering::Relaxed);
+                self.stuck_after
+                    .store((now + bound).as_nanos(), Ordering::Relaxed);
+            }
             return;
         }
-        *accounted = generation;
+        accounted.newest = generation;
+        if matches!(to, Phase::Closed | Phase::ForcedOpen) {
+            accounted.ended = generation;
+        }
         if begins_episode(from, to) {
             self.began.store(now.as_nanos(), Ordering::Relaxed);
         }
@@ -533,6 +558,16 @@ impl Stats {
             .swap(start.as_nanos(), Ordering::Relaxed);
         prev != start.as_nanos()
     }
+}
+
+/// What a partition's episode fields account for (see
+/// [`Stats::on_transition`]): the generation of the newest transition
+/// accounted, and of the newest close or forced open among them (the
+/// end of the last episode).
+#[derive(Debug, Default)]
+struct Accounted {
+    newest: u64,
+    ended: u64,
 }
 
 /// Whether a transition from `from` to `to` begins an episode as
@@ -1102,5 +1137,31 @@ mod tests {
             "both closes counted"
         );
         assert_eq!(s.opened_total.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn c14_c15_a_trip_accounted_after_the_half_open_that_followed_it_begins_its_episode() {
+        let s = Stats::default();
+        let bound = Duration::from_secs(300);
+        let at = |m: u64| Instant::from_nanos(m * MIN);
+        // Generation 1 trips, generation 2 goes half-open at once (an
+        // operator's half_open); the half-open's thread accounts first.
+        s.on_transition(Phase::Open, Phase::HalfOpen, at(0), bound, 2);
+        s.on_transition(Phase::Closed, Phase::Open, at(0), bound, 1);
+        assert_eq!(s.episode_start(), Some(at(0)), "the trip's episode runs");
+        assert_eq!(s.began(), Some(at(0)));
+        assert!(!s.stuck_due(at(4)));
+        assert!(s.stuck_due(at(6)), "and becomes stuck past its bound");
+        s.on_transition(Phase::HalfOpen, Phase::Closed, at(10), bound, 3);
+        assert_eq!(s.episode_start(), None);
+        assert_eq!(s.open_ns_total.load(Ordering::Relaxed), 10 * MIN);
+        // A trip whose episode a close accounted since has ended begins
+        // nothing when its account comes last.
+        let t = Stats::default();
+        t.on_transition(Phase::Open, Phase::HalfOpen, at(0), bound, 2);
+        t.on_transition(Phase::HalfOpen, Phase::Closed, at(1), bound, 3);
+        t.on_transition(Phase::Closed, Phase::Open, at(1), bound, 1);
+        assert_eq!(t.episode_start(), None, "the episode is over");
+        assert!(!t.stuck_due(at(60)));
     }
 }
