@@ -133,8 +133,13 @@ fn bucket_fast(cur: u64, e: u64, failed: bool) -> Option<u64> {
 }
 
 /// A bucket word after counting one call of epoch `e` into `cur`, and
-/// whether that halved a full bucket; `cur` itself when the bucket is of
-/// a later epoch (see [`newer_than`]: the call counts nowhere).
+/// whether that dropped counts a judgement may have summed: a full bucket
+/// halved, or the calls of an earlier epoch the bucket held. A judgement
+/// made at a late reading (C13) summed that bucket while it was still in
+/// the reading's window, so the passes it installed (failures it let
+/// through unjudged) assumed calls that are gone. `cur` itself when the
+/// bucket is of a later epoch (see [`newer_than`]: the call counts
+/// nowhere).
 #[inline(always)]
 fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
     if let Some(next) = bucket_fast(cur, e, failed) {
@@ -143,10 +148,12 @@ fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
     if newer_than(cur, e) {
         return (cur, false);
     }
-    let (calls, fails) = if cur >> B_EPOCH_SHIFT == e {
-        ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
-    } else {
+    let restarted = cur >> B_EPOCH_SHIFT != e;
+    let dropped = restarted && (cur >> B_CALLS_SHIFT) & B_FIELD != 0;
+    let (calls, fails) = if restarted {
         (0, 0)
+    } else {
+        ((cur >> B_CALLS_SHIFT) & B_FIELD, cur & B_FIELD)
     };
     // A full bucket halves both counts: the rate is kept (and recent calls
     // weigh more) instead of one count saturating while the other climbs.
@@ -160,7 +167,7 @@ fn bucket_plus(cur: u64, e: u64, failed: bool) -> (u64, bool) {
     let fails = fails + u64::from(failed);
     (
         (e << B_EPOCH_SHIFT) | (calls << B_CALLS_SHIFT) | fails,
-        halved,
+        halved || dropped,
     )
 }
 
@@ -243,8 +250,9 @@ impl Window {
         self.count_and_void(t, failed)
     }
 
-    /// [`Window::count`], voiding the passes after a halving; false for a
-    /// late call.
+    /// [`Window::count`], voiding the passes after it dropped counts (a
+    /// halving, a restarted bucket: see [`bucket_plus`]); false for a late
+    /// call.
     #[inline(always)]
     fn count_and_void(&self, t: u64, failed: bool) -> bool {
         match self.count(t, failed) {
@@ -340,8 +348,9 @@ impl Window {
         }
     }
 
-    /// Counts one call of tick `t` in its bucket; whether that halved a
-    /// full bucket, or `None` for a late call (see [`newer_than`]).
+    /// Counts one call of tick `t` in its bucket; whether that dropped
+    /// counts (see [`bucket_plus`]), or `None` for a late call (see
+    /// [`newer_than`]).
     #[inline(always)]
     pub(crate) fn count(&self, t: u64, failed: bool) -> Option<bool> {
         // The bucket follows the whole tick, not its 24-bit epoch: 2^24 is
