@@ -35,7 +35,7 @@ include mk/go.mk
 # stress, doc, header staleness), a short loom run, the C tests plain and
 # under sanitizers, the Prometheus rules (promtool check and unit tests), the
 # Python stubs check and pytest, the docs site with its code blocks run,
-# the wheel installed without Rust, and each fuzz target for 20 s (skipped with a
+# the wheel installed without Rust, and each fuzz target for 12 s (skipped with a
 # message where there is no nightly toolchain).
 test: lint rust-test loom ffi-test install-test go-test prom-test py-test docs-test wheel-test fuzz-short
 	@echo "make test: all suites passed"

@@ -3,7 +3,7 @@
 #   make fuzz          every target for FUZZ_SECONDS each (default 300), one
 #                      after another, one libFuzzer process each
 #   make fuzz-short    the reproducers, then every target for
-#                      FUZZ_SHORT_SECONDS each (default 20); part of
+#                      FUZZ_SHORT_SECONDS each (default 12); part of
 #                      `make test`. Prints
 #                      "fuzz: skipped (cargo +nightly fuzz not available)"
 #                      and succeeds when there is no nightly toolchain.
@@ -29,7 +29,7 @@
 CARGO_FUZZ ?= $(CARGO) +nightly fuzz
 FUZZ_TARGETS := profile bank_ops c_abi
 FUZZ_SECONDS ?= 300
-FUZZ_SHORT_SECONDS ?= 20
+FUZZ_SHORT_SECONDS ?= 12
 FUZZ_CORPUS ?= $(CURDIR)/fuzz/corpus
 FUZZ_FLAGS ?= -rss_limit_mb=2048 -timeout=10
 FUZZ_FLAGS_profile := -dict=profile.dict
@@ -64,7 +64,7 @@ fuzz: fuzz-tools
 $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%: fuzz-tools
 	$(call fuzz_run,$*,$(FUZZ_SECONDS))
 
-# The reproducers first (seconds), then each target for 20 s; both run and
+# The reproducers first (seconds), then each target for 12 s; both run and
 # either failing fails the step.
 fuzz-short:
 	@if $(FUZZ_NIGHTLY) && { $(CARGO_FUZZ) --version >/dev/null 2>&1 \

@@ -1,6 +1,6 @@
 //! C9: the tenant table under concurrency.
 
-use crate::support::{explore, explore_bounded, profile, Scope, World};
+use crate::support::{explore_bounded, profile, Scope, World};
 use breakerbank::{Decision, Outcome, RawPermit, RejectReason, State};
 use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use loom::sync::Arc;
