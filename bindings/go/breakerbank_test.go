@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -389,4 +390,53 @@ func BenchmarkCallClosedTenant100k(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// C22: in observe mode every call runs and counts, and each firing of the
+// trip policy counts a would-trip instead of opening: 15 failures at a
+// threshold of 5 are 15 calls made and 3 would-trips, in the exposition.
+func TestC22ObserveModeAdmitsEveryCallAndCountsWouldTrips(t *testing.T) {
+	b, err := NewWithManualClock(`
+dependencies:
+  svc_client:
+    isolation: tenant
+    mode: observe
+    trip: {consecutive_failures: 5}
+    open_duration: 30s
+    half_open: {probe_budget: 1, success_threshold: 1}
+    fallback: {kind: error, code: SVC_UNAVAILABLE}
+    recovery_bound: 5m
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ran := 0
+	for i := 0; i < 15; i++ {
+		err := b.Call(context.Background(), "svc_client", "acme", func(context.Context) error {
+			ran++
+			return errDown
+		})
+		if !errors.Is(err, errDown) {
+			t.Fatalf("call %d: %v, want the call's own error", i, err)
+		}
+		mustState(t, b, "svc_client", "acme", Closed)
+	}
+	if ran != 15 {
+		t.Fatalf("%d calls ran, want 15", ran)
+	}
+	text, err := b.Prometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"breakerbank_dependency_would_trip_total{dependency=\"svc_client\"} 3.0\n",
+		"breakerbank_dependency_opened_total{dependency=\"svc_client\"} 0.0\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("exposition lacks %q:\n%s", want, text)
+		}
+	}
+	// Another tenant's breaker is untouched.
+	mustState(t, b, "svc_client", "globex", Closed)
 }
