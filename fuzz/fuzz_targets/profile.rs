@@ -22,7 +22,7 @@ const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 const MIN_BYTES_PER_TENANT: u64 = 66;
 
 /// Fields the contract allows in a dependency, and inside its sub-maps.
-const DEP_FIELDS: [&str; 9] = [
+const DEP_FIELDS: [&str; 11] = [
     "isolation",
     "trip",
     "open_duration",
@@ -32,6 +32,8 @@ const DEP_FIELDS: [&str; 9] = [
     "recovery_bound",
     "max_tenants",
     "probe_timeout",
+    "slo",
+    "mode",
 ];
 const TRIP_FIELDS: [&str; 5] = [
     "consecutive_failures",
