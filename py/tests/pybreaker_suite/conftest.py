@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xfail(reason=MAY_FAIL[key], strict=False))
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _pybreaker_is_the_compat_module() -> Iterator[None]:
     sys.modules["pybreaker"] = compat
     yield
